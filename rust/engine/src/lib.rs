@@ -1,0 +1,18 @@
+//! The beanpole server: the beanstalkd protocol over tokio, with the queue state in
+//! a synchronous [`store::Store`].
+//!
+//! * [`protocol`] parses command lines and names the fixed replies;
+//! * [`store`] holds jobs, tubes, reservations and deadlines, with no I/O;
+//! * [`stats`] renders the YAML bodies;
+//! * [`server`] runs listeners, one task per connection and one clock task, and
+//!   [`server::ServerHandle`] owns a running server for embedding (Python uses it).
+//!
+//! `docs/architecture.md` follows one command from the socket to its reply.
+
+pub mod protocol;
+pub mod server;
+pub mod stats;
+pub mod store;
+
+/// This crate's version, reported as `version` in stats.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

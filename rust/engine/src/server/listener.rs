@@ -1,0 +1,170 @@
+//! Listening sockets (TCP over IPv4 or IPv6, or a Unix socket) and the accept loop.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpSocket, UnixListener};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::{conn, Shared};
+
+/// Connections waiting to be accepted, as beanstalkd asks for.
+const BACKLOG: u32 = 1024;
+
+/// Where to listen, as given by `-l`/`-p`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenAddr {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl ListenAddr {
+    /// Parse `-l` (`127.0.0.1`, `::1`, `[::1]`, `0.0.0.0`, `localhost` or
+    /// `unix:/path`) with `-p`.
+    pub fn parse(listen: &str, port: u16) -> Result<ListenAddr, String> {
+        if let Some(path) = listen.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err("unix: needs a socket path, e.g. unix:/run/beanpole.sock".into());
+            }
+            return Ok(ListenAddr::Unix(PathBuf::from(path)));
+        }
+        let host = listen.trim_start_matches('[').trim_end_matches(']');
+        if host == "localhost" {
+            return Ok(ListenAddr::Tcp(SocketAddr::new(
+                IpAddr::from([127, 0, 0, 1]),
+                port,
+            )));
+        }
+        match host.parse::<IpAddr>() {
+            Ok(ip) => Ok(ListenAddr::Tcp(SocketAddr::new(ip, port))),
+            Err(_) => Err(format!(
+                "{listen:?} is not an IPv4 or IPv6 address or unix:/path (host names other \
+                 than localhost are not resolved)"
+            )),
+        }
+    }
+}
+
+/// The address actually bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BoundAddr {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for BoundAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BoundAddr::Tcp(a) => write!(f, "{a}"),
+            BoundAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// A bound, listening socket.
+#[derive(Debug)]
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+impl Listener {
+    /// Bind and listen. Must be called inside a tokio runtime.
+    pub fn bind(addr: &ListenAddr) -> io::Result<Listener> {
+        match addr {
+            ListenAddr::Tcp(sa) => {
+                let socket = if sa.is_ipv4() {
+                    TcpSocket::new_v4()?
+                } else {
+                    TcpSocket::new_v6()?
+                };
+                socket.set_reuseaddr(true)?;
+                socket.bind(*sa)?;
+                Ok(Listener::Tcp(socket.listen(BACKLOG)?))
+            }
+            ListenAddr::Unix(path) => {
+                remove_stale_socket(path)?;
+                Ok(Listener::Unix(UnixListener::bind(path)?, path.clone()))
+            }
+        }
+    }
+
+    pub fn local_addr(&self) -> io::Result<BoundAddr> {
+        match self {
+            Listener::Tcp(l) => Ok(BoundAddr::Tcp(l.local_addr()?)),
+            Listener::Unix(_, path) => Ok(BoundAddr::Unix(path.clone())),
+        }
+    }
+}
+
+/// A socket file left by a server that is gone would make bind fail; remove it,
+/// but never remove anything that is not a socket.
+fn remove_stale_socket(path: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("{} is in use by a running server", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Accept until `shutdown` resolves; then tell every connection to stop and wait
+/// for them.
+pub async fn accept_loop(
+    listener: Listener,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    shutdown: impl std::future::Future,
+) {
+    let mut tasks = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => break,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+            accepted = accept(&listener) => accepted,
+        };
+        match accepted {
+            Ok(Accepted::Tcp(stream)) => {
+                let _ = stream.set_nodelay(true);
+                tasks.spawn(conn::serve(stream, Arc::clone(&shared), stop.subscribe()));
+            }
+            Ok(Accepted::Unix(stream)) => {
+                tasks.spawn(conn::serve(stream, Arc::clone(&shared), stop.subscribe()));
+            }
+            Err(e) => {
+                // Out of file descriptors or a transient network error: say so and
+                // back off briefly instead of spinning on the same error.
+                eprintln!("beanpole: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    drop(listener);
+    // The connections see the stop signal at their next await point.
+    let _ = stop.send(true);
+    while tasks.join_next().await.is_some() {}
+}
+
+enum Accepted {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+async fn accept(listener: &Listener) -> io::Result<Accepted> {
+    match listener {
+        Listener::Tcp(l) => l.accept().await.map(|(s, _)| Accepted::Tcp(s)),
+        Listener::Unix(l, _) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
+    }
+}

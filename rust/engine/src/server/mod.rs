@@ -1,0 +1,169 @@
+//! tokio networking: listeners, one task per connection, one clock task.
+//!
+//! Shape: [`run`] accepts until `shutdown` resolves; every connection runs
+//! [`conn::serve`]; [`clock::run`] sleeps until the store's next deadline. All of
+//! them share one [`Shared`]: the store behind a mutex and the clock's alarm.
+
+mod clock;
+mod conn;
+mod handle;
+mod listener;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use tokio::sync::Notify;
+
+pub use self::handle::{Done, ServerConfig, ServerError, ServerHandle};
+pub use self::listener::{BoundAddr, ListenAddr, Listener};
+use crate::stats::{self, ProcessInfo, StatValue};
+use crate::store::{Store, Wakeup};
+
+/// Default `binlog-max-size` reported when no log is configured (beanstalkd's default
+/// segment size).
+const DEFAULT_SEGMENT_SIZE: u64 = 10 * 1024 * 1024;
+
+/// State shared by every task of one server.
+pub struct Shared {
+    /// The queue. A plain mutex: it is held only while the in-memory state changes
+    /// (never across an await or any I/O), so contention is short and an async
+    /// mutex would only add overhead.
+    store: Mutex<Store>,
+    /// Wakes the clock task when an earlier deadline appears than the one it sleeps
+    /// for. `Notify` keeps a permit if the clock is not sleeping yet, so a re-arm is
+    /// never lost.
+    clock: Notify,
+    /// The deadline (ns) the clock task sleeps until; u64::MAX when none. Read and
+    /// written with the store lock held, so it is always consistent with the store.
+    armed: AtomicU64,
+    epoch: Instant,
+    verbose: u8,
+    fixed: FixedInfo,
+}
+
+/// Process facts that never change while the server runs.
+struct FixedInfo {
+    id: String,
+    hostname: String,
+    os: String,
+    platform: String,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("verbose", &self.verbose)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    pub fn new(max_job_size: u32, verbose: u8) -> Shared {
+        let (hostname, os, platform) = stats::process::uname();
+        Shared {
+            store: Mutex::new(Store::new(max_job_size)),
+            clock: Notify::new(),
+            armed: AtomicU64::new(u64::MAX),
+            epoch: Instant::now(),
+            verbose,
+            fixed: FixedInfo {
+                id: stats::process::instance_id(),
+                hostname,
+                os,
+                platform,
+            },
+        }
+    }
+
+    /// Nanoseconds since the server started, on the monotonic clock.
+    pub fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Lock the store. A panic elsewhere while it was held does not make the state
+    /// unusable for the rest (every change completes before anything can fail), so
+    /// poisoning is ignored.
+    pub fn lock(&self) -> MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// After a batch of changes, with the lock still held: collect the wakeups and
+    /// say whether the clock must be re-armed. Call [`Shared::finish`] after unlocking.
+    pub fn settle(&self, store: &mut Store) -> Settled {
+        let wakeups = if store.has_wakeups() {
+            store.take_wakeups()
+        } else {
+            Vec::new()
+        };
+        let mut rearm = false;
+        if let Some(next) = store.next_deadline() {
+            if next < self.armed.load(Ordering::Relaxed) {
+                self.armed.store(next, Ordering::Relaxed);
+                rearm = true;
+            }
+        }
+        Settled { wakeups, rearm }
+    }
+
+    /// Deliver what [`Shared::settle`] collected, outside the lock.
+    pub fn finish(&self, settled: Settled) {
+        for w in settled.wakeups {
+            w.wake();
+        }
+        if settled.rearm {
+            self.clock.notify_one();
+        }
+    }
+
+    /// The full `stats` as ordered pairs.
+    pub fn stats_pairs(&self, store: &Store) -> Vec<(&'static str, StatValue)> {
+        stats::server_pairs(&store.stats(), &self.process_info())
+    }
+
+    fn process_info(&self) -> ProcessInfo {
+        let (utime, stime) = stats::process::rusage();
+        ProcessInfo {
+            pid: std::process::id(),
+            version: crate::VERSION.to_owned(),
+            rusage_utime: utime,
+            rusage_stime: stime,
+            uptime: self.epoch.elapsed().as_secs(),
+            binlog_oldest_index: 0,
+            binlog_current_index: 0,
+            binlog_records_migrated: 0,
+            binlog_records_written: 0,
+            binlog_max_size: DEFAULT_SEGMENT_SIZE,
+            id: self.fixed.id.clone(),
+            hostname: self.fixed.hostname.clone(),
+            os: self.fixed.os.clone(),
+            platform: self.fixed.platform.clone(),
+        }
+    }
+}
+
+/// Wakeups and a clock re-arm, to deliver once the lock is released.
+#[must_use]
+#[allow(missing_debug_implementations)]
+pub struct Settled {
+    wakeups: Vec<Arc<dyn Wakeup>>,
+    rearm: bool,
+}
+
+/// Wakes one connection task blocked in reserve.
+#[derive(Debug, Default)]
+struct ConnWaker(Notify);
+
+impl Wakeup for ConnWaker {
+    fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// Serve `listener` until `shutdown` resolves, then close every connection.
+pub async fn run(listener: Listener, shared: Arc<Shared>, shutdown: impl std::future::Future) {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let clock = tokio::spawn(clock::run(Arc::clone(&shared), stop_rx));
+    listener::accept_loop(listener, shared, stop_tx, shutdown).await;
+    let _ = clock.await;
+}

@@ -1,0 +1,159 @@
+//! An indexed binary min-heap of jobs.
+//!
+//! Each entry carries its ordering key and the job's id and table slot, so sifting
+//! never touches the job table except to record where each job now sits; with that
+//! position a job can be removed from the middle of the heap in O(log n) (delete,
+//! kick-job, reserve-job on a ready or delayed job).
+
+/// One heap element: ordered by `(key, id)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// Priority (ready heap) or ready-at time in ns (delay heap).
+    pub key: u64,
+    pub id: u64,
+    /// The job's slot in the job table.
+    pub slot: u32,
+}
+
+impl Entry {
+    fn less(&self, other: &Entry) -> bool {
+        (self.key, self.id) < (other.key, other.id)
+    }
+}
+
+/// Min-heap that reports every move through `moved(slot, index)`.
+#[derive(Debug, Default)]
+pub struct IndexedHeap {
+    entries: Vec<Entry>,
+}
+
+impl IndexedHeap {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn peek(&self) -> Option<&Entry> {
+        self.entries.first()
+    }
+
+    pub fn get(&self, index: usize) -> Option<&Entry> {
+        self.entries.get(index)
+    }
+
+    /// All entries, in heap (not sorted) order.
+    #[allow(dead_code)]
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter()
+    }
+
+    pub fn push(&mut self, entry: Entry, moved: &mut impl FnMut(u32, u32)) {
+        self.entries.push(entry);
+        let i = self.entries.len() - 1;
+        moved(entry.slot, i as u32);
+        self.sift_up(i, moved);
+    }
+
+    /// Remove the entry at `index` (as last reported through `moved`).
+    pub fn remove(&mut self, index: usize, moved: &mut impl FnMut(u32, u32)) -> Option<Entry> {
+        if index >= self.entries.len() {
+            return None;
+        }
+        let removed = self.entries.swap_remove(index);
+        if index < self.entries.len() {
+            moved(self.entries[index].slot, index as u32);
+            self.sift_down(index, moved);
+            self.sift_up(index, moved);
+        }
+        Some(removed)
+    }
+
+    fn sift_up(&mut self, mut i: usize, moved: &mut impl FnMut(u32, u32)) {
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if !self.entries[i].less(&self.entries[parent]) {
+                break;
+            }
+            self.entries.swap(i, parent);
+            moved(self.entries[i].slot, i as u32);
+            moved(self.entries[parent].slot, parent as u32);
+            i = parent;
+        }
+    }
+
+    fn sift_down(&mut self, mut i: usize, moved: &mut impl FnMut(u32, u32)) {
+        let n = self.entries.len();
+        loop {
+            let left = 2 * i + 1;
+            if left >= n {
+                break;
+            }
+            let right = left + 1;
+            let mut child = left;
+            if right < n && self.entries[right].less(&self.entries[left]) {
+                child = right;
+            }
+            if !self.entries[child].less(&self.entries[i]) {
+                break;
+            }
+            self.entries.swap(i, child);
+            moved(self.entries[i].slot, i as u32);
+            moved(self.entries[child].slot, child as u32);
+            i = child;
+        }
+    }
+
+    /// True if every parent orders before its children (for tests and checks).
+    pub fn is_valid(&self) -> bool {
+        (1..self.entries.len()).all(|i| !self.entries[i].less(&self.entries[(i - 1) / 2]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pops_in_key_then_id_order_and_tracks_positions() {
+        let mut heap = IndexedHeap::default();
+        let mut pos = vec![u32::MAX; 64];
+        let keys = [5u64, 3, 9, 3, 1, 7, 5, 0, 2, 8];
+        for (i, &k) in keys.iter().enumerate() {
+            heap.push(
+                Entry {
+                    key: k,
+                    id: 100 - i as u64,
+                    slot: i as u32,
+                },
+                &mut |s, p| pos[s as usize] = p,
+            );
+        }
+        assert!(heap.is_valid());
+        for (slot, &p) in pos.iter().enumerate().take(keys.len()) {
+            assert_eq!(heap.get(p as usize).map(|e| e.slot), Some(slot as u32));
+        }
+        // Remove from the middle by position.
+        let p3 = pos[3] as usize;
+        let removed = heap.remove(p3, &mut |s, p| pos[s as usize] = p);
+        assert_eq!(removed.map(|e| e.slot), Some(3));
+        assert!(heap.is_valid());
+        let mut out = vec![];
+        while !heap.is_empty() {
+            let e = heap
+                .remove(0, &mut |s, p| pos[s as usize] = p)
+                .unwrap_or(Entry {
+                    key: 0,
+                    id: 0,
+                    slot: 0,
+                });
+            out.push((e.key, e.id));
+        }
+        let mut sorted = out.clone();
+        sorted.sort();
+        assert_eq!(out, sorted);
+        assert_eq!(out.len(), keys.len() - 1);
+    }
+}

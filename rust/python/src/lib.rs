@@ -1,0 +1,169 @@
+//! Python bindings: `beanpole._core`.
+//!
+//! Only this crate depends on pyo3. It exposes [`PyServerHandle`] over the engine's
+//! `ServerHandle`; every call that can block (start, stop, wait) releases the GIL.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use beanpole_engine::server::{BoundAddr, ListenAddr, ServerConfig, ServerError, ServerHandle};
+use beanpole_engine::stats::StatValue;
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// A running server (`beanpole._core.ServerHandle`).
+#[pyclass(name = "ServerHandle", module = "beanpole._core", frozen)]
+struct PyServerHandle {
+    /// The handle, until stopped. A mutex because Python may call stop from any
+    /// thread while another waits; it is never held while the server works, only
+    /// while a call reads or takes the handle.
+    inner: Mutex<Option<ServerHandle>>,
+    /// Kept after stop so `address` still answers.
+    addr: BoundAddr,
+}
+
+fn to_py_err(e: ServerError) -> PyErr {
+    match e {
+        ServerError::Bind { addr, source } => {
+            let errno = source.raw_os_error().unwrap_or(0);
+            PyOSError::new_err((errno, format!("cannot listen on {addr}: {source}")))
+        }
+        ServerError::Invalid(msg) => PyValueError::new_err(msg),
+        ServerError::Runtime(e) => PyRuntimeError::new_err(format!("cannot start the server: {e}")),
+    }
+}
+
+impl PyServerHandle {
+    fn with<T>(&self, f: impl FnOnce(&ServerHandle) -> T) -> Option<T> {
+        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        guard.as_ref().map(f)
+    }
+}
+
+#[pymethods]
+impl PyServerHandle {
+    #[staticmethod]
+    #[pyo3(signature = (listen, port, max_job_size, verbose = 0, threads = 0))]
+    fn start(
+        py: Python<'_>,
+        listen: &str,
+        port: i64,
+        max_job_size: i64,
+        verbose: i64,
+        threads: i64,
+    ) -> PyResult<PyServerHandle> {
+        let port = u16::try_from(port)
+            .map_err(|_| PyValueError::new_err(format!("port {port} is not in 0..=65535")))?;
+        let max_job_size = u32::try_from(max_job_size)
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "max job size {max_job_size} is not a positive 32-bit size"
+                ))
+            })?;
+        let threads = usize::try_from(threads)
+            .map_err(|_| PyValueError::new_err(format!("threads {threads} must be 0 or more")))?;
+        let listen = ListenAddr::parse(listen, port).map_err(PyValueError::new_err)?;
+        let config = ServerConfig {
+            listen,
+            max_job_size,
+            verbose: u8::try_from(verbose.clamp(0, 255)).unwrap_or(u8::MAX),
+            threads,
+        };
+        let handle = py
+            .detach(|| ServerHandle::start(config))
+            .map_err(to_py_err)?;
+        let addr = handle.local_addr().clone();
+        Ok(PyServerHandle {
+            inner: Mutex::new(Some(handle)),
+            addr,
+        })
+    }
+
+    /// `(host, port)` for TCP, the socket path for a Unix socket.
+    #[getter]
+    fn address<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.addr {
+            BoundAddr::Tcp(sa) => Ok((sa.ip().to_string(), sa.port())
+                .into_pyobject(py)?
+                .into_any()),
+            BoundAddr::Unix(path) => Ok(path
+                .to_string_lossy()
+                .into_owned()
+                .into_pyobject(py)?
+                .into_any()),
+        }
+    }
+
+    #[getter]
+    fn running(&self) -> bool {
+        self.with(ServerHandle::is_running).unwrap_or(false)
+    }
+
+    #[getter]
+    fn draining(&self) -> bool {
+        self.with(ServerHandle::is_draining).unwrap_or(false)
+    }
+
+    fn drain(&self) -> PyResult<()> {
+        self.with(ServerHandle::drain)
+            .ok_or_else(|| PyRuntimeError::new_err("the server is stopped"))
+    }
+
+    #[pyo3(signature = (timeout = 5.0))]
+    fn stop(&self, py: Python<'_>, timeout: f64) {
+        let handle = self
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(mut handle) = handle {
+            let timeout = Duration::from_secs_f64(timeout.max(0.0));
+            py.detach(move || handle.stop(timeout));
+        }
+    }
+
+    #[pyo3(signature = (timeout = None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> bool {
+        let timeout = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
+        py.detach(|| {
+            // Wait on a clone of the done flag without holding the mutex, so stop()
+            // from another thread is not blocked by this wait.
+            let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            match guard.as_ref() {
+                None => true,
+                Some(h) => {
+                    let waiter = h.waiter();
+                    drop(guard);
+                    waiter.wait(timeout)
+                }
+            }
+        })
+    }
+
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let pairs = self
+            .with(ServerHandle::stats)
+            .ok_or_else(|| PyRuntimeError::new_err("the server is stopped"))?;
+        let dict = PyDict::new(py);
+        for (key, value) in pairs {
+            match value {
+                StatValue::Int(v) => dict.set_item(key, v)?,
+                StatValue::Signed(v) => dict.set_item(key, v)?,
+                StatValue::Quoted(s) | StatValue::Bare(s) => dict.set_item(key, s)?,
+                StatValue::Bool(b) => dict.set_item(key, b)?,
+                StatValue::Time(s, us) => dict.set_item(key, s as f64 + us as f64 / 1e6)?,
+            }
+        }
+        Ok(dict)
+    }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", beanpole_engine::VERSION)?;
+    m.add_class::<PyServerHandle>()?;
+    Ok(())
+}

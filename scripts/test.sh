@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install what the tests need, then run every check and test: Rust (fmt, clippy,
+# unit and integration tests) and Python (ruff, mypy --strict, stubtest, pytest).
+# The differential tests compare beanpole with Debian's beanstalkd, installed here
+# when this runs as root on a Debian-like machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v beanstalkd >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq beanstalkd >/dev/null
+    else
+        echo "note: beanstalkd is not installed; tests against it will be skipped" >&2
+    fi
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -q -- -D warnings
+cargo test --workspace -q
+
+python3 -m ruff check python tests bench
+python3 -m mypy --strict python/beanpole
+python3 -m mypy.stubtest beanpole._core
+python3 -m pytest -q -p no:cacheprovider "$@"
