@@ -1,0 +1,191 @@
+//! The server over real loopback sockets: concurrency, hang-ups, slow clients and
+//! garbage input.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::time::Duration;
+
+use beanpole_engine::server::{BoundAddr, ServerConfig, ServerHandle};
+
+fn start() -> (ServerHandle, SocketAddr) {
+    let config = ServerConfig {
+        listen: beanpole_engine::server::ListenAddr::Tcp(([127, 0, 0, 1], 0).into()),
+        threads: 2,
+        ..ServerConfig::default()
+    };
+    let handle = match ServerHandle::start(config) {
+        Ok(h) => h,
+        Err(e) => panic!("server did not start: {e}"),
+    };
+    let addr = match handle.local_addr() {
+        BoundAddr::Tcp(a) => *a,
+        BoundAddr::Unix(_) => panic!("expected TCP"),
+    };
+    (handle, addr)
+}
+
+struct Client {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr) -> Client {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        Client { reader: BufReader::new(s.try_clone().expect("clone")), writer: s }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).expect("write");
+    }
+
+    fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.reader.read_line(&mut line).expect("read");
+        line
+    }
+
+    fn body(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = vec![0; len + 2];
+        self.reader.read_exact(&mut buf).expect("body");
+        buf.truncate(len);
+        buf
+    }
+
+    fn cmd(&mut self, bytes: &[u8]) -> String {
+        self.send(bytes);
+        self.line()
+    }
+}
+
+#[test]
+fn many_producers_and_consumers_exchange_every_job_once() {
+    let (_server, addr) = start();
+    const PER: usize = 200;
+    const PRODUCERS: usize = 4;
+    let consumers: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                let mut got = vec![];
+                loop {
+                    let line = c.cmd(b"reserve-with-timeout 1\r\n");
+                    if line == "TIMED_OUT\r\n" {
+                        return got;
+                    }
+                    let parts: Vec<&str> = line.trim_end().split(' ').collect();
+                    assert_eq!(parts[0], "RESERVED", "{line:?}");
+                    let id: u64 = parts[1].parse().expect("id");
+                    let body = c.body(parts[2].parse().expect("len"));
+                    assert_eq!(c.cmd(format!("delete {id}\r\n").as_bytes()), "DELETED\r\n");
+                    got.push(String::from_utf8(body).expect("utf8"));
+                }
+            })
+        })
+        .collect();
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                for i in 0..PER {
+                    let body = format!("job-{p}-{i}");
+                    let cmd = format!("put 0 0 60 {}\r\n{body}\r\n", body.len());
+                    assert!(c.cmd(cmd.as_bytes()).starts_with("INSERTED "));
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().expect("producer");
+    }
+    let mut all: Vec<String> = consumers.into_iter().flat_map(|c| c.join().expect("consumer")).collect();
+    all.sort();
+    let mut expected: Vec<String> =
+        (0..PRODUCERS).flat_map(|p| (0..PER).map(move |i| format!("job-{p}-{i}"))).collect();
+    expected.sort();
+    assert_eq!(all, expected);
+}
+
+#[test]
+fn half_close_while_waiting_gets_timed_out_then_eof() {
+    let (_server, addr) = start();
+    let mut c = Client::connect(addr);
+    c.send(b"reserve\r\n");
+    // The reserve blocks; a second connection proves the server is otherwise live.
+    let mut other = Client::connect(addr);
+    assert_eq!(other.cmd(b"list-tube-used\r\n"), "USING default\r\n");
+    c.writer.shutdown(Shutdown::Write).expect("shutdown");
+    assert_eq!(c.line(), "TIMED_OUT\r\n");
+    assert_eq!(c.line(), "", "connection closed after the reply");
+}
+
+#[test]
+fn a_client_that_never_reads_does_not_stall_others() {
+    let (_server, addr) = start();
+    let mut c = Client::connect(addr);
+    let body = vec![b'x'; 60_000];
+    let mut put = format!("put 0 0 60 {}\r\n", body.len()).into_bytes();
+    put.extend_from_slice(&body);
+    put.extend_from_slice(b"\r\n");
+    assert_eq!(c.cmd(&put), "INSERTED 1\r\n");
+    // A greedy client asks for the big job over and over and never reads.
+    let greedy = TcpStream::connect(addr).expect("connect");
+    greedy.set_write_timeout(Some(Duration::from_millis(500))).expect("timeout");
+    let mut w = &greedy;
+    for _ in 0..2000 {
+        if w.write_all(b"peek 1\r\n").is_err() {
+            break;
+        }
+    }
+    // Meanwhile everybody else is served.
+    let mut other = Client::connect(addr);
+    for _ in 0..100 {
+        assert_eq!(other.cmd(b"list-tube-used\r\n"), "USING default\r\n");
+    }
+}
+
+#[test]
+fn garbage_never_kills_the_server() {
+    let (_server, addr) = start();
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let words: [&[u8]; 12] = [
+        b"put ", b"reserve", b"delete ", b"\r\n", b" ", b"0", b"9999999999", b"kick ", b"stats",
+        b"use ", b"-", b"\0",
+    ];
+    for _ in 0..50 {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        let mut junk = vec![];
+        for _ in 0..200 {
+            if next() % 3 == 0 {
+                junk.push((next() & 0xff) as u8);
+            } else {
+                junk.extend_from_slice(words[(next() % words.len() as u64) as usize]);
+            }
+        }
+        let _ = s.write_all(&junk);
+        let _ = s.shutdown(Shutdown::Write);
+        s.set_read_timeout(Some(Duration::from_millis(200))).expect("timeout");
+        let mut sink = vec![];
+        let _ = s.read_to_end(&mut sink);
+    }
+    let mut c = Client::connect(addr);
+    assert!(c.cmd(b"put 0 0 1 2\r\nok\r\n").starts_with("INSERTED "));
+}
+
+#[test]
+fn stop_closes_connections_and_wait_returns() {
+    let (mut server, addr) = start();
+    let mut c = Client::connect(addr);
+    c.send(b"reserve\r\n");
+    assert!(!server.wait(Some(Duration::from_millis(10))));
+    server.stop(Duration::from_secs(5));
+    assert!(server.wait(Some(Duration::ZERO)));
+    assert_eq!(c.line(), "");
+}
