@@ -2,9 +2,11 @@
 
 from typing import final
 
+__all__ = ["ServerHandle", "__version__"]
+
 __version__: str
 
-StatValue = int | float | str | bool
+_StatValue = int | float | str | bool
 
 @final
 class ServerHandle:
@@ -45,5 +47,5 @@ class ServerHandle:
     def wait(self, timeout: float | None = None) -> bool:
         """Block (without the GIL) until the server stops; True if it has stopped."""
 
-    def stats(self) -> dict[str, StatValue]:
+    def stats(self) -> dict[str, _StatValue]:
         """The values of the ``stats`` command, keyed as on the wire."""

@@ -55,14 +55,11 @@ impl PyServerHandle {
     ) -> PyResult<PyServerHandle> {
         let port = u16::try_from(port)
             .map_err(|_| PyValueError::new_err(format!("port {port} is not in 0..=65535")))?;
-        let max_job_size = u32::try_from(max_job_size)
-            .ok()
-            .filter(|&n| n > 0)
-            .ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "max job size {max_job_size} is not a positive 32-bit size"
-                ))
-            })?;
+        let max_job_size = u32::try_from(max_job_size).map_err(|_| {
+            PyValueError::new_err(format!(
+                "max job size {max_job_size} is not in 0..=1073741824"
+            ))
+        })?;
         let threads = usize::try_from(threads)
             .map_err(|_| PyValueError::new_err(format!("threads {threads} must be 0 or more")))?;
         let listen = ListenAddr::parse(listen, port).map_err(PyValueError::new_err)?;

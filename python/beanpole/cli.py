@@ -1,0 +1,191 @@
+"""The ``beanpole`` command.
+
+``beanpole serve`` takes beanstalkd's flags (``-l -p -z -u -V -v``) plus ``-c/--config`` and
+``--threads``; every setting can also come from a ``BEANPOLE_*`` environment variable or a
+TOML file. Defaults and validation live in :mod:`beanpole.config`, never here.
+
+Exit status: 0 after a clean stop, 2 for a usage error (unknown flag, malformed or
+out-of-range flag value), 1 with a one-line message for anything else that prevents
+serving (address in use, bad environment variable or config file, unknown user).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from beanpole.config import CONFIG_FILE_ENV, Config, ConfigError, env_var, help_text
+from beanpole.server import Server, ServerError
+
+__all__ = ["cli", "main"]
+
+_CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+_DEFAULTS = Config()
+
+# Settings of ``serve`` that map one-to-one onto Config fields.
+_SETTINGS = ("listen", "port", "max_job_size", "user", "verbose", "threads")
+
+
+def _version() -> str:
+    try:
+        from beanpole import __version__
+    except ImportError as err:
+        raise click.ClickException(f"beanpole's native module is not available: {err}") from None
+    return __version__
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo(f"beanpole {_version()}")
+    ctx.exit()
+
+
+def _help(name: str, default: str | None = None) -> str:
+    """Help text of a Config field, with its default (read from Config) and its variable."""
+    if default is None:
+        value = getattr(_DEFAULTS, name)
+        default = None if value is None else str(value)
+    extra = f"default: {default}; " if default is not None else ""
+    return f"{help_text(name)}  [{extra}env: {env_var(name)}]"
+
+
+def _format_address(address: tuple[str, int] | str) -> str:
+    if isinstance(address, str):
+        return f"unix:{address}"
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@click.group(name="beanpole", context_settings=_CONTEXT_SETTINGS)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
+def cli() -> None:
+    """beanpole: a beanstalkd-compatible work-queue server."""
+
+
+_SERVE_EPILOG = f"""\b
+By default beanpole listens on {_DEFAULTS.listen} (loopback only), so only
+this machine can connect; beanstalkd listens on all interfaces by default.
+Use -l 0.0.0.0 to listen on all IPv4 interfaces (or -l :: for IPv6).
+
+\b
+Precedence: flag > BEANPOLE_* environment variable > --config file > default.
+The TOML file holds the settings under [beanpole] (or at the top level) with
+the field names: listen, port, max_job_size, user, verbose, threads.
+
+\b
+Signals: SIGTERM and SIGINT stop the server cleanly; SIGUSR1 enters drain
+mode (every put is then answered DRAINING).
+"""
+
+
+@cli.command(epilog=_SERVE_EPILOG)
+@click.option(
+    "-l",
+    "--listen",
+    metavar="ADDR",
+    help=_help("listen", f"{_DEFAULTS.listen} (loopback only)"),
+)
+@click.option("-p", "--port", type=int, metavar="PORT", help=_help("port"))
+@click.option("-z", "--max-job-size", type=int, metavar="BYTES", help=_help("max_job_size"))
+@click.option("-u", "--user", metavar="USER", help=_help("user"))
+@click.option("-V", "--verbose", count=True, help=_help("verbose"))
+@click.option(
+    "-v",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
+@click.option(
+    "-c",
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help=f"Read settings from this TOML file.  [env: {CONFIG_FILE_ENV}]",
+)
+@click.option("--threads", type=int, metavar="N", help=_help("threads"))
+@click.pass_context
+def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> None:
+    """Run a server until SIGTERM or SIGINT."""
+    flags = {
+        name: options[name]
+        for name in _SETTINGS
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    }
+    config = _load_config(ctx, config_file, flags)
+    server = Server(config)
+    try:
+        server.serve_forever(on_ready=_report_listening, on_signal=_report_signal)
+    except OSError as err:
+        reason = err.strerror or str(err)
+        where = _describe_listen(config)
+        if _listened(server) or where in reason:
+            raise click.ClickException(reason) from None
+        raise click.ClickException(f"cannot listen on {where}: {reason}") from None
+    except (ServerError, ImportError) as err:
+        raise click.ClickException(str(err)) from None
+
+
+def _load_config(ctx: click.Context, config_file: str | None, flags: dict[str, Any]) -> Config:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            config = Config.load(config_file=config_file, flags=flags)
+        except ConfigError as err:
+            if err.field is not None and err.field in flags:
+                param = next(p for p in ctx.command.params if p.name == err.field)
+                raise click.BadParameter(err.problem, ctx=ctx, param=param) from None
+            raise click.ClickException(str(err)) from None
+    for warning in caught:
+        _say(f"beanpole: warning: {warning.message}")
+    return config
+
+
+def _describe_listen(config: Config) -> str:
+    if config.listen.startswith("unix:"):
+        return config.listen
+    return _format_address((config.listen, config.port))
+
+
+def _listened(server: Server) -> bool:
+    try:
+        server.address  # noqa: B018 (raises if the server never got to listen)
+    except ServerError:
+        return False
+    return True
+
+
+def _report_listening(server: Server) -> None:
+    _say(f"beanpole {_version()} listening on {_format_address(server.address)}")
+
+
+def _report_signal(sig: signal.Signals) -> None:
+    action = "draining (puts are refused)" if sig == signal.SIGUSR1 else "stopping"
+    _say(f"beanpole: {sig.name}: {action}")
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)
+    sys.stderr.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point: run the ``beanpole`` command and exit."""
+    cli.main(args=argv)

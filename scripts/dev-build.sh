@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Rebuild the native module in place for an editable install (pip install -e .):
+# faster than reinstalling when only Rust changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -p beanpole-python
+cp target/release/lib_core.so python/beanpole/_core.abi3.so

@@ -1,0 +1,369 @@
+"""beanpole.Config: defaults, validation, environment, TOML and precedence."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+import warnings
+from pathlib import Path
+
+import pytest
+
+from beanpole.config import (
+    MAX_JOB_SIZE_LIMIT,
+    Config,
+    ConfigChanges,
+    ConfigError,
+    ConfigWarning,
+    env_var,
+    flag,
+    help_text,
+)
+
+FIELDS = [f.name for f in dataclasses.fields(Config)]
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No BEANPOLE_* variable of the outer environment leaks into these tests."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("BEANPOLE_"):
+            monkeypatch.delenv(name)
+
+
+def write(tmp_path: Path, text: str, name: str = "beanpole.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# -- defaults and the dataclass itself ---------------------------------------------------
+
+
+def test_defaults() -> None:
+    config = Config()
+    assert config.listen == "127.0.0.1"  # loopback only; beanstalkd's 0.0.0.0 is deliberate
+    assert config.port == 11300
+    assert config.max_job_size == 65535
+    assert config.user is None
+    assert config.verbose == 0
+    assert config.threads == 0
+
+
+def test_fields_are_exactly_the_documented_settings() -> None:
+    assert FIELDS == ["listen", "port", "max_job_size", "user", "verbose", "threads"]
+
+
+def test_config_changes_typeddict_matches_the_fields() -> None:
+    assert set(typing.get_type_hints(ConfigChanges)) == set(FIELDS)
+
+
+def test_frozen() -> None:
+    config = Config()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.port = 1  # type: ignore[misc]
+
+
+def test_equality_and_hash() -> None:
+    assert Config(port=5) == Config(port=5)
+    assert hash(Config(port=5)) == hash(Config(port=5))
+    assert Config(port=5) != Config(port=6)
+
+
+def test_replace_returns_a_new_validated_config() -> None:
+    base = Config()
+    changed = base.replace(port=0, max_job_size=10)
+    assert (changed.port, changed.max_job_size) == (0, 10)
+    assert base.port == 11300
+    with pytest.raises(ConfigError, match="port"):
+        base.replace(port=-1)
+
+
+def test_replace_unknown_setting_suggests_the_right_one() -> None:
+    with pytest.raises(TypeError, match=r"unknown setting 'prot' \(did you mean 'port'\?\)"):
+        Config().replace(prot=1)  # type: ignore[call-arg]
+
+
+def test_metadata_helpers() -> None:
+    assert env_var("max_job_size") == "BEANPOLE_MAX_JOB_SIZE"
+    assert flag("max_job_size") == "-z/--max-job-size"
+    assert flag("port") == "-p/--port"
+    assert "0 picks a free port" in help_text("port")
+    for name in FIELDS:
+        assert help_text(name)
+        assert flag(name).split("/")[-1].startswith("--")
+
+
+# -- validation ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "listen", ["0.0.0.0", "127.0.0.1", "10.1.2.3", "::", "::1", "fd00::2", "unix:/tmp/bp.sock"]
+)
+def test_valid_listen_addresses(listen: str) -> None:
+    assert Config(listen=listen).listen == listen
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "fragment"),
+    [
+        ({"listen": "localhost"}, "listen", "IPv4 address"),
+        ({"listen": ""}, "listen", "IPv4 address"),
+        ({"listen": "[::1]"}, "listen", "without brackets"),
+        ({"listen": "1.2.3.4.5"}, "listen", "IPv4 address"),
+        ({"listen": "unix:"}, "listen", "needs a socket path"),
+        ({"listen": "unix:/" + "x" * 200}, "listen", "longer than 107 bytes"),
+        ({"listen": 127}, "listen", "must be a string"),
+        ({"port": -1}, "port", "between 0 and 65535"),
+        ({"port": 65536}, "port", "between 0 and 65535"),
+        ({"port": "11300"}, "port", "must be an integer"),
+        ({"port": True}, "port", "must be an integer"),
+        ({"port": 1.5}, "port", "must be an integer"),
+        ({"max_job_size": -1}, "max_job_size", "at least 0"),
+        ({"max_job_size": -5}, "max_job_size", "at least 0"),
+        ({"user": ""}, "user", "user name"),
+        ({"user": 0}, "user", "user name"),
+        ({"verbose": -1}, "verbose", "at least 0"),
+        ({"threads": -1}, "threads", "at least 0"),
+    ],
+)
+def test_invalid_values(changes: dict[str, object], field: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Config(**changes)  # type: ignore[arg-type]
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert err.field == field
+    message = str(err)
+    assert fragment in message
+    # The message names the field, its flag and its environment variable.
+    assert message.startswith(f"invalid {field} ")
+    assert flag(field) in message
+    assert env_var(field) in message
+    assert "\n" not in message
+
+
+def test_port_zero_and_extremes_are_valid() -> None:
+    assert Config(port=0).port == 0
+    assert Config(port=65535).port == 65535
+    assert Config(max_job_size=1).max_job_size == 1
+
+
+def test_max_job_size_at_the_limit_is_kept_without_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Config(max_job_size=MAX_JOB_SIZE_LIMIT).max_job_size == 1073741824
+
+
+def test_max_job_size_above_one_gib_is_capped_with_a_warning() -> None:
+    with pytest.warns(ConfigWarning, match="maximum job size was set to 1073741824") as record:
+        config = Config(max_job_size=MAX_JOB_SIZE_LIMIT + 1)
+    assert config.max_job_size == MAX_JOB_SIZE_LIMIT
+    # The warning points at the code that built the Config, not at beanpole's internals.
+    assert record[0].filename == __file__
+
+
+def test_replace_with_an_oversized_job_size_caps_too() -> None:
+    with pytest.warns(ConfigWarning):
+        assert Config().replace(max_job_size=1 << 40).max_job_size == MAX_JOB_SIZE_LIMIT
+
+
+# -- environment ---------------------------------------------------------------------------
+
+
+def test_from_env_reads_every_variable() -> None:
+    environ = {
+        "BEANPOLE_LISTEN": "::1",
+        "BEANPOLE_PORT": "0",
+        "BEANPOLE_MAX_JOB_SIZE": "1234",
+        "BEANPOLE_USER": "nobody",
+        "BEANPOLE_VERBOSE": "2",
+        "BEANPOLE_THREADS": " 4 ",
+        "UNRELATED": "x",
+    }
+    assert Config.from_env(environ) == Config(
+        listen="::1", port=0, max_job_size=1234, user="nobody", verbose=2, threads=4
+    )
+
+
+def test_from_env_with_nothing_set_gives_the_defaults() -> None:
+    assert Config.from_env({}) == Config()
+
+
+def test_from_env_treats_empty_variables_as_unset() -> None:
+    assert Config.from_env({"BEANPOLE_PORT": "", "BEANPOLE_USER": ""}) == Config()
+
+
+def test_from_env_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BEANPOLE_PORT", "4242")
+    assert Config.from_env().port == 4242
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "fragment"),
+    [
+        ("BEANPOLE_PORT", "abc", "must be an integer, got 'abc'"),
+        ("BEANPOLE_PORT", "11300.0", "must be an integer"),
+        ("BEANPOLE_PORT", "70000", "between 0 and 65535"),
+        ("BEANPOLE_MAX_JOB_SIZE", "-1", "at least 0"),
+        ("BEANPOLE_MAX_JOB_SIZE", "64k", "must be an integer"),
+        ("BEANPOLE_VERBOSE", "yes", "must be an integer"),
+        ("BEANPOLE_THREADS", "-2", "at least 0"),
+        ("BEANPOLE_LISTEN", "localhost", "IPv4 address"),
+    ],
+)
+def test_from_env_errors_name_the_variable(variable: str, value: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Config.from_env({variable: value})
+    message = str(info.value)
+    assert message.startswith(f"invalid {variable}: ")
+    assert fragment in message
+    assert info.value.source == variable
+
+
+def test_from_env_oversized_job_size_is_capped() -> None:
+    with pytest.warns(ConfigWarning):
+        config = Config.from_env({"BEANPOLE_MAX_JOB_SIZE": str(1 << 31)})
+    assert config.max_job_size == MAX_JOB_SIZE_LIMIT
+
+
+# -- TOML ----------------------------------------------------------------------------------
+
+
+def test_from_toml_with_a_beanpole_table(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        '[beanpole]\nlisten = "0.0.0.0"\nport = 11301\nmax_job_size = 100\n'
+        'user = "nobody"\nverbose = 1\nthreads = 2\n',
+    )
+    assert Config.from_toml(path) == Config(
+        listen="0.0.0.0", port=11301, max_job_size=100, user="nobody", verbose=1, threads=2
+    )
+
+
+def test_from_toml_with_top_level_keys(tmp_path: Path) -> None:
+    path = write(tmp_path, "port = 0\nmax_job_size = 7\n")
+    assert Config.from_toml(str(path)) == Config(port=0, max_job_size=7)
+
+
+def test_from_toml_ignores_other_tables_next_to_beanpole(tmp_path: Path) -> None:
+    path = write(tmp_path, "[beanpole]\nport = 1\n\n[other-tool]\nanything = true\n")
+    assert Config.from_toml(path).port == 1
+
+
+def test_from_toml_empty_file_gives_the_defaults(tmp_path: Path) -> None:
+    assert Config.from_toml(write(tmp_path, "")) == Config()
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("prot = 1\n", "unknown key 'prot' at the top level (did you mean 'port'?)"),
+        ("[beanpole]\nmax-job-size = 1\n", "unknown key 'max-job-size' in the [beanpole] table"),
+        ("[beanpole]\nbinlog_dir = '/x'\n", "unknown key 'binlog_dir'"),
+        ("port = 1\n[beanpole]\nlisten = '::1'\n", "port must go inside the [beanpole] table"),
+        ("beanpole = 3\n", "'beanpole' must be a table"),
+        ("port = \n", "not valid TOML"),
+    ],
+)
+def test_from_toml_structure_errors(tmp_path: Path, text: str, fragment: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        Config.from_toml(path)
+    message = str(info.value)
+    assert fragment in message
+    assert str(path) in message
+
+
+def test_from_toml_unknown_key_lists_the_known_ones(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="known keys: listen, port, max_job_size, user"):
+        Config.from_toml(write(tmp_path, "colour = 'blue'\n"))
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("port = '11300'\n", "must be an integer, got '11300'"),
+        ("port = true\n", "must be an integer, got True"),
+        ("max_job_size = -1\n", "at least 0"),
+        ("listen = 'localhost'\n", "IPv4 address"),
+    ],
+)
+def test_from_toml_value_errors_name_key_and_file(tmp_path: Path, text: str, fragment: str) -> None:
+    path = write(tmp_path, text)
+    key = text.split(" ")[0]
+    with pytest.raises(ConfigError) as info:
+        Config.from_toml(path)
+    message = str(info.value)
+    assert message.startswith(f"invalid {key} in {path}: ")
+    assert fragment in message
+
+
+def test_from_toml_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError, match="cannot read config file: No such file or directory"):
+        Config.from_toml(path)
+
+
+# -- precedence: flag > env > TOML > default -----------------------------------------------
+
+
+def test_load_precedence(tmp_path: Path) -> None:
+    path = write(tmp_path, "port = 1\nmax_job_size = 2\nthreads = 3\nverbose = 4\n")
+    environ = {"BEANPOLE_MAX_JOB_SIZE": "20", "BEANPOLE_THREADS": "30", "BEANPOLE_PORT": "10"}
+    config = Config.load(config_file=path, environ=environ, flags={"threads": 300})
+    assert config.threads == 300  # flag beats env and file
+    assert config.max_job_size == 20  # env beats file
+    assert config.port == 10  # env beats file
+    assert config.verbose == 4  # file beats default
+    assert config.listen == "127.0.0.1"  # default
+
+
+def test_load_with_nothing_gives_the_defaults() -> None:
+    assert Config.load(environ={}) == Config()
+
+
+def test_load_reads_the_file_named_by_beanpole_config(tmp_path: Path) -> None:
+    path = write(tmp_path, "port = 7\n")
+    assert Config.load(environ={"BEANPOLE_CONFIG": str(path)}).port == 7
+
+
+def test_load_explicit_file_beats_beanpole_config(tmp_path: Path) -> None:
+    env_file = write(tmp_path, "port = 7\n", "env.toml")
+    flag_file = write(tmp_path, "port = 8\n", "flag.toml")
+    config = Config.load(config_file=flag_file, environ={"BEANPOLE_CONFIG": str(env_file)})
+    assert config.port == 8
+
+
+def test_load_a_flag_hides_a_bad_variable() -> None:
+    config = Config.load(environ={"BEANPOLE_PORT": "nonsense"}, flags={"port": 5})
+    assert config.port == 5
+
+
+def test_load_a_good_variable_hides_a_bad_file_value(tmp_path: Path) -> None:
+    path = write(tmp_path, "max_job_size = 0\n")
+    assert Config.load(config_file=path, environ={"BEANPOLE_MAX_JOB_SIZE": "9"}).max_job_size == 9
+
+
+@pytest.mark.parametrize(
+    ("environ", "flags", "text", "source"),
+    [
+        ({}, {"port": -1}, "", "-p/--port"),
+        ({"BEANPOLE_PORT": "-1"}, {}, "", "BEANPOLE_PORT"),
+        ({}, {}, "port = -1\n", "port in "),
+    ],
+)
+def test_load_errors_name_the_source(
+    tmp_path: Path, environ: dict[str, str], flags: dict[str, int], text: str, source: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        Config.load(config_file=path, environ=environ, flags=flags)
+    assert str(info.value).startswith(f"invalid {source}")
+    assert info.value.field == "port"
+
+
+def test_load_unknown_flag_setting() -> None:
+    with pytest.raises(TypeError, match="unknown flag setting 'colour'"):
+        Config.load(environ={}, flags={"colour": 1})
