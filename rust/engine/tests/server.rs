@@ -32,8 +32,12 @@ struct Client {
 impl Client {
     fn connect(addr: SocketAddr) -> Client {
         let s = TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-        Client { reader: BufReader::new(s.try_clone().expect("clone")), writer: s }
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        Client {
+            reader: BufReader::new(s.try_clone().expect("clone")),
+            writer: s,
+        }
     }
 
     fn send(&mut self, bytes: &[u8]) {
@@ -99,10 +103,14 @@ fn many_producers_and_consumers_exchange_every_job_once() {
     for p in producers {
         p.join().expect("producer");
     }
-    let mut all: Vec<String> = consumers.into_iter().flat_map(|c| c.join().expect("consumer")).collect();
+    let mut all: Vec<String> = consumers
+        .into_iter()
+        .flat_map(|c| c.join().expect("consumer"))
+        .collect();
     all.sort();
-    let mut expected: Vec<String> =
-        (0..PRODUCERS).flat_map(|p| (0..PER).map(move |i| format!("job-{p}-{i}"))).collect();
+    let mut expected: Vec<String> = (0..PRODUCERS)
+        .flat_map(|p| (0..PER).map(move |i| format!("job-{p}-{i}")))
+        .collect();
     expected.sort();
     assert_eq!(all, expected);
 }
@@ -131,7 +139,9 @@ fn a_client_that_never_reads_does_not_stall_others() {
     assert_eq!(c.cmd(&put), "INSERTED 1\r\n");
     // A greedy client asks for the big job over and over and never reads.
     let greedy = TcpStream::connect(addr).expect("connect");
-    greedy.set_write_timeout(Some(Duration::from_millis(500))).expect("timeout");
+    greedy
+        .set_write_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
     let mut w = &greedy;
     for _ in 0..2000 {
         if w.write_all(b"peek 1\r\n").is_err() {
@@ -156,8 +166,18 @@ fn garbage_never_kills_the_server() {
         seed
     };
     let words: [&[u8]; 12] = [
-        b"put ", b"reserve", b"delete ", b"\r\n", b" ", b"0", b"9999999999", b"kick ", b"stats",
-        b"use ", b"-", b"\0",
+        b"put ",
+        b"reserve",
+        b"delete ",
+        b"\r\n",
+        b" ",
+        b"0",
+        b"9999999999",
+        b"kick ",
+        b"stats",
+        b"use ",
+        b"-",
+        b"\0",
     ];
     for _ in 0..50 {
         let mut s = TcpStream::connect(addr).expect("connect");
@@ -171,7 +191,8 @@ fn garbage_never_kills_the_server() {
         }
         let _ = s.write_all(&junk);
         let _ = s.shutdown(Shutdown::Write);
-        s.set_read_timeout(Some(Duration::from_millis(200))).expect("timeout");
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
         let mut sink = vec![];
         let _ = s.read_to_end(&mut sink);
     }

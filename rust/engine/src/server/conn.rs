@@ -193,8 +193,7 @@ impl Conn {
     fn pending_input_is_complete_command(&self) -> bool {
         match self.framing {
             Framing::Command | Framing::SkipLine => {
-                let window = &self.input[..self.input.len().min(MAX_LINE)];
-                memchr::memmem::find(window, b"\r\n").is_some() || self.input.len() >= MAX_LINE
+                line_end(&self.input).is_some() || self.input.len() >= MAX_LINE
             }
             Framing::Body { need, .. } => self.input.len() >= need,
             Framing::Discard { .. } => !self.input.is_empty(),
@@ -254,8 +253,7 @@ impl Conn {
             }
             match self.framing {
                 Framing::Command | Framing::SkipLine => {
-                    let window = &self.input[..self.input.len().min(MAX_LINE)];
-                    let Some(end) = memchr::memmem::find(window, b"\r\n") else {
+                    let Some(end) = line_end(&self.input) else {
                         if self.input.len() >= MAX_LINE {
                             self.input.advance(MAX_LINE);
                             self.framing = Framing::SkipLine;
@@ -428,6 +426,17 @@ impl Conn {
         }
         Flow::More
     }
+}
+
+/// Where the command line at the start of `input` ends (the index of its CR), as
+/// beanstalkd finds it: only the first CR within the first [`MAX_LINE`] buffered
+/// bytes counts, and only if an LF follows it. A line with a lone CR therefore has
+/// no end until [`MAX_LINE`] bytes have arrived and are thrown away as over-long.
+fn line_end(input: &[u8]) -> Option<usize> {
+    let window = &input[..input.len().min(MAX_LINE)];
+    let searchable = window.len().checked_sub(1)?;
+    let cr = memchr::memchr(b'\r', &window[..searchable])?;
+    (window[cr + 1] == b'\n').then_some(cr)
 }
 
 fn reply(out: &mut Vec<u8>, ok: bool, word: &[u8]) {

@@ -150,7 +150,9 @@ pub struct Settled {
     rearm: bool,
 }
 
-/// Wakes one connection task blocked in reserve.
+/// Wakes one connection task blocked in reserve. A `Notify` because the store may
+/// deliver before the task starts waiting: `notify_one` then leaves a permit and the
+/// wakeup is not lost; there is never more than one waiter per connection.
 #[derive(Debug, Default)]
 struct ConnWaker(Notify);
 
@@ -162,6 +164,8 @@ impl Wakeup for ConnWaker {
 
 /// Serve `listener` until `shutdown` resolves, then close every connection.
 pub async fn run(listener: Listener, shared: Arc<Shared>, shutdown: impl std::future::Future) {
+    // A watch channel because every connection task and the clock must all see the
+    // one stop signal, whenever they next look, including tasks spawned after it.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let clock = tokio::spawn(clock::run(Arc::clone(&shared), stop_rx));
     listener::accept_loop(listener, shared, stop_tx, shutdown).await;

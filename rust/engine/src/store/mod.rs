@@ -335,12 +335,16 @@ impl Store {
         if let Some(job) = self.jobs.remove(slot) {
             self.tubes.get_mut(job.tube).jobs_ct -= 1;
             self.drop_tube_if_unused(job.tube);
+            // A deleted delayed or reserved job leaves a stale timer behind.
+            self.compact_timers();
         }
     }
 
     fn drop_tube_if_unused(&mut self, tube: u32) {
         if tube != self.default_tube && self.tubes.get(tube).unreferenced() {
             self.tubes.remove(tube);
+            // A dropped paused tube leaves a stale unpause timer behind.
+            self.compact_timers();
         }
     }
 

@@ -61,10 +61,16 @@ impl Timers {
         if self.heap.len() <= 2 * live + 64 {
             return;
         }
-        let entries = std::mem::take(&mut self.heap).into_vec();
-        self.heap = entries
+        let mut entries: Vec<_> = std::mem::take(&mut self.heap)
+            .into_vec()
             .into_iter()
             .filter(|Reverse((at, t))| keep(*at, *t))
             .collect();
+        // A deadline armed twice at the same instant (touch, or release and
+        // reserve-job, within one clock reading) leaves identical entries that all
+        // pass `keep`; one of them is enough.
+        entries.sort_unstable();
+        entries.dedup();
+        self.heap = entries.into();
     }
 }

@@ -1,0 +1,13 @@
+# delete removes a buried job.
+c1 > put 0 0 10 1
+c1 > a
+c1 < INSERTED 1
+c1 > reserve
+c1 < RESERVED 1 1
+c1 < a
+c1 > bury 1 0
+c1 < BURIED
+c1 > delete 1
+c1 < DELETED
+c1 > peek-buried
+c1 < NOT_FOUND

@@ -1,0 +1,10 @@
+# Deleting an id that never existed is NOT_FOUND; so is deleting twice.
+c1 > delete 1
+c1 < NOT_FOUND
+c1 > put 0 0 10 1
+c1 > a
+c1 < INSERTED 1
+c1 > delete 1
+c1 < DELETED
+c1 > delete 1
+c1 < NOT_FOUND

@@ -1,0 +1,60 @@
+# A name starting with "-" is refused only after the delay was parsed: BAD_FORMAT, yet
+# cmd-pause-tube has counted it.
+c1 > pause-tube -x 10
+c1 < BAD_FORMAT
+c1 > pause-tube {201*a} 10
+c1 < BAD_FORMAT
+c1 > stats
+c1 < OK {len}
+| ---
+| current-jobs-urgent: 0
+| current-jobs-ready: 0
+| current-jobs-reserved: 0
+| current-jobs-delayed: 0
+| current-jobs-buried: 0
+| cmd-put: 0
+| cmd-peek: 0
+| cmd-peek-ready: 0
+| cmd-peek-delayed: 0
+| cmd-peek-buried: 0
+| cmd-reserve: 0
+| cmd-reserve-with-timeout: 0
+| cmd-delete: 0
+| cmd-release: 0
+| cmd-use: 0
+| cmd-watch: 0
+| cmd-ignore: 0
+| cmd-bury: 0
+| cmd-kick: 0
+| cmd-touch: 0
+| cmd-stats: 1
+| cmd-stats-job: 0
+| cmd-stats-tube: 0
+| cmd-list-tubes: 0
+| cmd-list-tube-used: 0
+| cmd-list-tubes-watched: 0
+| cmd-pause-tube: 2
+| job-timeouts: 0
+| total-jobs: 0
+| max-job-size: 65535
+| current-tubes: 1
+| current-connections: 1
+| current-producers: 0
+| current-workers: 0
+| current-waiting: 0
+| total-connections: 1
+| pid: {pid}
+| version: "{version}"
+| rusage-utime: {rusage}
+| rusage-stime: {rusage}
+| uptime: {uptime}
+| binlog-oldest-index: 0
+| binlog-current-index: 0
+| binlog-records-migrated: 0
+| binlog-records-written: 0
+| binlog-max-size: 10485760
+| draining: false
+| id: {id}
+| hostname: "{hostname}" || 1.12: hostname: {hostname}
+| os: "{os}" || 1.12: os: {os}
+| platform: "{platform}" || 1.12: platform: {platform}

@@ -1,0 +1,20 @@
+# The tube name may follow "pause-tube" with no space at all: this pauses default.
+c1 > pause-tubedefault 100
+c1 < PAUSED
+c1 > stats-tube default
+c1 < OK {len}
+| ---
+| name: "default" || 1.12: name: default
+| current-jobs-urgent: 0
+| current-jobs-ready: 0
+| current-jobs-reserved: 0
+| current-jobs-delayed: 0
+| current-jobs-buried: 0
+| total-jobs: 0
+| current-using: 1
+| current-watching: 1
+| current-waiting: 0
+| cmd-delete: 0
+| cmd-pause-tube: 1
+| pause: 100
+| pause-time-left: {99..100}

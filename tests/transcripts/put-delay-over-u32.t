@@ -1,0 +1,3 @@
+# A delay of 2^32 seconds is BAD_FORMAT.
+c1 > put 0 4294967296 10 1
+c1 < BAD_FORMAT

@@ -1,0 +1,65 @@
+# A successful put makes its connection a producer; a refused one does not.
+c1 > put 0 0 10 1 x
+c1 < BAD_FORMAT
+c1 > a
+c1 < UNKNOWN_COMMAND
+c2 > put 0 0 10 1
+c2 > a
+c2 < INSERTED 1
+c2 > put 0 0 10 1
+c2 > b
+c2 < INSERTED 2
+c1 > stats
+c1 < OK {len}
+| ---
+| current-jobs-urgent: 2
+| current-jobs-ready: 2
+| current-jobs-reserved: 0
+| current-jobs-delayed: 0
+| current-jobs-buried: 0
+| cmd-put: 3
+| cmd-peek: 0
+| cmd-peek-ready: 0
+| cmd-peek-delayed: 0
+| cmd-peek-buried: 0
+| cmd-reserve: 0
+| cmd-reserve-with-timeout: 0
+| cmd-delete: 0
+| cmd-release: 0
+| cmd-use: 0
+| cmd-watch: 0
+| cmd-ignore: 0
+| cmd-bury: 0
+| cmd-kick: 0
+| cmd-touch: 0
+| cmd-stats: 1
+| cmd-stats-job: 0
+| cmd-stats-tube: 0
+| cmd-list-tubes: 0
+| cmd-list-tube-used: 0
+| cmd-list-tubes-watched: 0
+| cmd-pause-tube: 0
+| job-timeouts: 0
+| total-jobs: 2
+| max-job-size: 65535
+| current-tubes: 1
+| current-connections: 2
+| current-producers: 1
+| current-workers: 0
+| current-waiting: 0
+| total-connections: 2
+| pid: {pid}
+| version: "{version}"
+| rusage-utime: {rusage}
+| rusage-stime: {rusage}
+| uptime: {uptime}
+| binlog-oldest-index: 0
+| binlog-current-index: 0
+| binlog-records-migrated: 0
+| binlog-records-written: 0
+| binlog-max-size: 10485760
+| draining: false
+| id: {id}
+| hostname: "{hostname}" || 1.12: hostname: {hostname}
+| os: "{os}" || 1.12: os: {os}
+| platform: "{platform}" || 1.12: platform: {platform}

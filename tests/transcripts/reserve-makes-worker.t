@@ -1,0 +1,57 @@
+# Any reserve makes the connection a worker, even one that times out.
+c1 > reserve-with-timeout 0
+c1 < TIMED_OUT
+c2 > stats
+c2 < OK {len}
+| ---
+| current-jobs-urgent: 0
+| current-jobs-ready: 0
+| current-jobs-reserved: 0
+| current-jobs-delayed: 0
+| current-jobs-buried: 0
+| cmd-put: 0
+| cmd-peek: 0
+| cmd-peek-ready: 0
+| cmd-peek-delayed: 0
+| cmd-peek-buried: 0
+| cmd-reserve: 0
+| cmd-reserve-with-timeout: 1
+| cmd-delete: 0
+| cmd-release: 0
+| cmd-use: 0
+| cmd-watch: 0
+| cmd-ignore: 0
+| cmd-bury: 0
+| cmd-kick: 0
+| cmd-touch: 0
+| cmd-stats: 1
+| cmd-stats-job: 0
+| cmd-stats-tube: 0
+| cmd-list-tubes: 0
+| cmd-list-tube-used: 0
+| cmd-list-tubes-watched: 0
+| cmd-pause-tube: 0
+| job-timeouts: 0
+| total-jobs: 0
+| max-job-size: 65535
+| current-tubes: 1
+| current-connections: 2
+| current-producers: 0
+| current-workers: 1
+| current-waiting: 0
+| total-connections: 2
+| pid: {pid}
+| version: "{version}"
+| rusage-utime: {rusage}
+| rusage-stime: {rusage}
+| uptime: {uptime}
+| binlog-oldest-index: 0
+| binlog-current-index: 0
+| binlog-records-migrated: 0
+| binlog-records-written: 0
+| binlog-max-size: 10485760
+| draining: false
+| id: {id}
+| hostname: "{hostname}" || 1.12: hostname: {hostname}
+| os: "{os}" || 1.12: os: {os}
+| platform: "{platform}" || 1.12: platform: {platform}

@@ -1,0 +1,70 @@
+# After a ttr expiry the job is ready again and job-timeouts counts it. (The holder's
+# list-tube-used after the ttr lets beanstalkd catch a deadline it may have missed.)
+c1 > put 0 0 1 1
+c1 > a
+c1 < INSERTED 1
+c1 > reserve
+c1 < RESERVED 1 1
+c1 < a
+c1 silent 1200
+c1 > list-tube-used
+c1 < USING default
+c2 > reserve-with-timeout 0
+c2 < RESERVED 1 1
+c2 < a
+c2 > release 1 0 0
+c2 < RELEASED
+c2 > stats
+c2 < OK {len}
+| ---
+| current-jobs-urgent: 1
+| current-jobs-ready: 1
+| current-jobs-reserved: 0
+| current-jobs-delayed: 0
+| current-jobs-buried: 0
+| cmd-put: 1
+| cmd-peek: 0
+| cmd-peek-ready: 0
+| cmd-peek-delayed: 0
+| cmd-peek-buried: 0
+| cmd-reserve: 1
+| cmd-reserve-with-timeout: 1
+| cmd-delete: 0
+| cmd-release: 1
+| cmd-use: 0
+| cmd-watch: 0
+| cmd-ignore: 0
+| cmd-bury: 0
+| cmd-kick: 0
+| cmd-touch: 0
+| cmd-stats: 1
+| cmd-stats-job: 0
+| cmd-stats-tube: 0
+| cmd-list-tubes: 0
+| cmd-list-tube-used: 1
+| cmd-list-tubes-watched: 0
+| cmd-pause-tube: 0
+| job-timeouts: 1
+| total-jobs: 1
+| max-job-size: 65535
+| current-tubes: 1
+| current-connections: 2
+| current-producers: 1
+| current-workers: 2
+| current-waiting: 0
+| total-connections: 2
+| pid: {pid}
+| version: "{version}"
+| rusage-utime: {rusage}
+| rusage-stime: {rusage}
+| uptime: {uptime}
+| binlog-oldest-index: 0
+| binlog-current-index: 0
+| binlog-records-migrated: 0
+| binlog-records-written: 0
+| binlog-max-size: 10485760
+| draining: false
+| id: {id}
+| hostname: "{hostname}" || 1.12: hostname: {hostname}
+| os: "{os}" || 1.12: os: {os}
+| platform: "{platform}" || 1.12: platform: {platform}

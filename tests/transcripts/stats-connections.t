@@ -1,0 +1,66 @@
+# current-connections, total-connections, producers, workers and waiting over several
+# connections, one of them gone.
+c1 > put 0 0 10 1
+c1 > a
+c1 < INSERTED 1
+c2 > reserve
+c2 < RESERVED 1 1
+c2 < a
+c3 > quit
+c3 eof
+c4 > reserve
+c4 silent 100
+c5 > stats
+c5 < OK {len}
+| ---
+| current-jobs-urgent: 0
+| current-jobs-ready: 0
+| current-jobs-reserved: 1
+| current-jobs-delayed: 0
+| current-jobs-buried: 0
+| cmd-put: 1
+| cmd-peek: 0
+| cmd-peek-ready: 0
+| cmd-peek-delayed: 0
+| cmd-peek-buried: 0
+| cmd-reserve: 2
+| cmd-reserve-with-timeout: 0
+| cmd-delete: 0
+| cmd-release: 0
+| cmd-use: 0
+| cmd-watch: 0
+| cmd-ignore: 0
+| cmd-bury: 0
+| cmd-kick: 0
+| cmd-touch: 0
+| cmd-stats: 1
+| cmd-stats-job: 0
+| cmd-stats-tube: 0
+| cmd-list-tubes: 0
+| cmd-list-tube-used: 0
+| cmd-list-tubes-watched: 0
+| cmd-pause-tube: 0
+| job-timeouts: 0
+| total-jobs: 1
+| max-job-size: 65535
+| current-tubes: 1
+| current-connections: 4
+| current-producers: 1
+| current-workers: 2
+| current-waiting: 1
+| total-connections: 5
+| pid: {pid}
+| version: "{version}"
+| rusage-utime: {rusage}
+| rusage-stime: {rusage}
+| uptime: {uptime}
+| binlog-oldest-index: 0
+| binlog-current-index: 0
+| binlog-records-migrated: 0
+| binlog-records-written: 0
+| binlog-max-size: 10485760
+| draining: false
+| id: {id}
+| hostname: "{hostname}" || 1.12: hostname: {hostname}
+| os: "{os}" || 1.12: os: {os}
+| platform: "{platform}" || 1.12: platform: {platform}
