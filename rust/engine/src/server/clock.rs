@@ -1,5 +1,6 @@
 //! The clock task: sleeps until the store's next deadline, then lets the store act
-//! on everything due (delays, TTRs, reserve timeouts, pauses).
+//! on everything due (delays, TTRs, reserve timeouts, pauses). With a log it also
+//! wakes at least every [`LOG_MAINTENANCE`], so compaction goes on while idle.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -8,6 +9,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::Shared;
+
+/// Longest sleep of the clock when there is a log to compact.
+const LOG_MAINTENANCE: Duration = Duration::from_secs(1);
 
 pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     loop {
@@ -21,7 +25,10 @@ pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         };
         shared.finish(settled);
         let sleep = next.saturating_sub(shared.now());
-        let sleep = Duration::from_nanos(sleep.min(3600 * 1_000_000_000));
+        let mut sleep = Duration::from_nanos(sleep.min(3600 * 1_000_000_000));
+        if shared.log_pipe.is_some() {
+            sleep = sleep.min(LOG_MAINTENANCE);
+        }
         tokio::select! {
             _ = tokio::time::sleep(sleep) => {}
             _ = shared.clock.notified() => {}

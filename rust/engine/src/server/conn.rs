@@ -8,17 +8,18 @@
 //! blocked in reserve processes nothing more until it is answered, but keeps reading
 //! (up to a bound) so it notices when the client hangs up.
 
-use std::io::{self, Write};
+use std::io;
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::watch;
 
+use super::out::Out;
 use super::{ConnWaker, Shared};
 use crate::protocol::{self as proto, parse, Command, Op, ProtocolError, MAX_LINE};
 use crate::stats;
-use crate::store::{ConnId, Delivery, ReserveOutcome, Store};
+use crate::store::{ConnId, Delivery, PutRefused, ReserveOutcome, Store};
 
 /// Bytes read per read call when no body is pending.
 const READ_CHUNK: usize = 16 * 1024;
@@ -27,28 +28,28 @@ const READ_CHUNK: usize = 16 * 1024;
 const OUT_HIGH_WATER: usize = 1 << 20;
 /// While blocked in reserve, read at most this much ahead (to notice a hang-up).
 const WAIT_READ_LIMIT: usize = 64 * 1024;
+/// A put body at least this long (CRLF included) is read straight into a buffer of
+/// its exact size, which becomes the job's body without a copy.
+const DIRECT_BODY_MIN: usize = 4096;
 
 /// The socket operations a connection needs; TCP and Unix streams both have them.
-pub trait Socket: AsyncWrite + Unpin + Send + 'static {
+/// Reads go through `AsyncRead` because tokio then treats a short read as "drained"
+/// and waits for the next readiness event instead of trying another read that
+/// would only say `WouldBlock`: one read system call per request, not two.
+/// `readable` lets an idle connection wait without holding a read buffer.
+pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     fn readable(&self) -> impl std::future::Future<Output = io::Result<()>> + Send;
-    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize>;
 }
 
 impl Socket for tokio::net::TcpStream {
     fn readable(&self) -> impl std::future::Future<Output = io::Result<()>> + Send {
         tokio::net::TcpStream::readable(self)
     }
-    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        tokio::net::TcpStream::try_read_buf(self, buf)
-    }
 }
 
 impl Socket for tokio::net::UnixStream {
     fn readable(&self) -> impl std::future::Future<Output = io::Result<()>> + Send {
         tokio::net::UnixStream::readable(self)
-    }
-    fn try_read_buf(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        tokio::net::UnixStream::try_read_buf(self, buf)
     }
 }
 
@@ -85,11 +86,18 @@ enum Flow {
 struct Conn {
     id: ConnId,
     input: BytesMut,
-    out: Vec<u8>,
+    /// A large put body being read in place (see [`DIRECT_BODY_MIN`]); empty and
+    /// unallocated otherwise.
+    body: BytesMut,
+    out: Out,
     framing: Framing,
     max_job_size: u32,
     waiting: bool,
     eof: bool,
+    /// Log position this batch's replies wait for.
+    log_wait: Option<u64>,
+    /// The log's acknowledged position (None without a log).
+    log_acked: Option<watch::Receiver<u64>>,
 }
 
 /// Serve one client until it quits, hangs up, or the server stops.
@@ -105,11 +113,14 @@ pub async fn serve<S: Socket>(mut sock: S, shared: Arc<Shared>, mut stop: watch:
     let mut conn = Conn {
         id,
         input: BytesMut::new(),
-        out: Vec::new(),
+        body: BytesMut::new(),
+        out: Out::default(),
         framing: Framing::Command,
         max_job_size,
         waiting: false,
         eof: false,
+        log_wait: None,
+        log_acked: shared.log_pipe.as_ref().map(|p| p.subscribe()),
     };
     let result = conn.run(&mut sock, &shared, &waker, &mut stop).await;
     if let Err(e) = result {
@@ -143,11 +154,16 @@ impl Conn {
                 self.apply(shared)
             };
             if !self.out.is_empty() {
-                sock.write_all(&self.out).await?;
-                self.out.clear();
-                if self.out.capacity() > OUT_HIGH_WATER {
-                    self.out = Vec::new();
+                // With a log, a reply goes out only once the records it depends
+                // on are written (and, with -f 0, synced).
+                if let (Some(position), Some(acked)) =
+                    (self.log_wait.take(), self.log_acked.as_mut())
+                {
+                    if acked.wait_for(|&done| done >= position).await.is_err() {
+                        return Ok(());
+                    }
                 }
+                self.out.write_to(sock, OUT_HIGH_WATER).await?;
             }
             match flow {
                 Flow::Quit => return Ok(()),
@@ -156,11 +172,14 @@ impl Conn {
                         self.abandon_wait(shared);
                         continue;
                     }
+                    // Wait for input without holding a buffer; read it once it is there.
+                    let limit = WAIT_READ_LIMIT.saturating_sub(self.input.len());
                     tokio::select! {
                         _ = waker.0.notified() => self.collect_delivery(shared),
-                        r = sock.readable(), if self.input.len() < WAIT_READ_LIMIT => {
+                        r = sock.readable(), if limit > 0 => {
                             r?;
-                            self.read(sock)?;
+                            self.input.reserve(limit.min(READ_CHUNK));
+                            self.eof |= read_now(sock, &mut self.input, limit).await?;
                         }
                         _ = stop.changed() => return Ok(()),
                     }
@@ -172,15 +191,24 @@ impl Conn {
                     if self.out.is_empty() && self.pending_input_is_complete_command() {
                         continue;
                     }
-                    if self.input.is_empty() && self.input.capacity() > 0 {
-                        // Idle connections hold no buffer.
-                        self.input = BytesMut::new();
-                    }
-                    tokio::select! {
-                        r = sock.readable() => {
-                            r?;
-                            self.read(sock)?;
+                    if self.input.is_empty() && self.body.capacity() == 0 {
+                        // Idle connections hold no buffer: wait for input first.
+                        if self.input.capacity() > 0 {
+                            self.input = BytesMut::new();
                         }
+                        tokio::select! {
+                            r = sock.readable() => r?,
+                            _ = stop.changed() => return Ok(()),
+                        }
+                        // Readiness was just reported: read without another select
+                        // (a stale report reads nothing and comes back here).
+                        let (buf, want) = self.read_target();
+                        self.eof |= read_now(sock, buf, want).await?;
+                        continue;
+                    }
+                    let (buf, want) = self.read_target();
+                    tokio::select! {
+                        r = read_some(sock, buf, want) => self.eof |= r?,
                         _ = stop.changed() => return Ok(()),
                     }
                 }
@@ -195,37 +223,48 @@ impl Conn {
             Framing::Command | Framing::SkipLine => {
                 line_end(&self.input).is_some() || self.input.len() >= MAX_LINE
             }
-            Framing::Body { need, .. } => self.input.len() >= need,
+            Framing::Body { need, .. } => self.body_len() >= need,
             Framing::Discard { .. } => !self.input.is_empty(),
         }
     }
 
-    /// Read what is available; a zero-length read means the client closed its side.
-    fn read<S: Socket>(&mut self, sock: &S) -> io::Result<()> {
-        let want = match self.framing {
-            Framing::Body { need, .. } if need > self.input.len() => need - self.input.len(),
-            _ => READ_CHUNK,
-        };
-        self.input
-            .reserve(want.clamp(1024, READ_CHUNK.max(want.min(1 << 26))));
-        match sock.try_read_buf(&mut self.input) {
-            Ok(0) => {
-                self.eof = true;
-                Ok(())
+    /// Bytes of the pending put body received so far.
+    fn body_len(&self) -> usize {
+        if self.body.capacity() > 0 {
+            self.body.len()
+        } else {
+            self.input.len()
+        }
+    }
+
+    /// Where the next read goes, and how much it should take at most. A large body
+    /// gets its own buffer of exactly its size, so the read cannot run past it.
+    fn read_target(&mut self) -> (&mut BytesMut, usize) {
+        match self.framing {
+            Framing::Body { need, .. } if need >= DIRECT_BODY_MIN => {
+                if self.body.capacity() == 0 {
+                    self.body = BytesMut::with_capacity(need);
+                    self.body.extend_from_slice(&self.input);
+                    self.input.clear();
+                }
+                let want = need - self.body.len();
+                (&mut self.body, want)
             }
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-                self.eof = true;
-                Ok(())
+            _ => {
+                self.input.reserve(READ_CHUNK);
+                (&mut self.input, READ_CHUNK)
             }
-            Err(e) => Err(e),
         }
     }
 
     fn collect_delivery(&mut self, shared: &Shared) {
-        let delivery = shared.lock().take_delivery(self.id);
+        let (delivery, position) = {
+            let mut store = shared.lock();
+            (store.take_delivery(self.id), store.log_position())
+        };
         if let Some(d) = delivery {
+            // The reservation was journaled by whoever handed it over; wait for it.
+            self.log_wait = self.log_wait.max(position);
             self.waiting = false;
             encode_delivery(&mut self.out, &d);
         }
@@ -237,7 +276,7 @@ impl Conn {
             let d = store.abandon_wait(self.id);
             (d, shared.settle(&mut store))
         };
-        shared.finish(settled);
+        self.log_wait = self.log_wait.max(shared.finish(settled));
         self.waiting = false;
         if let Some(d) = delivery {
             encode_delivery(&mut self.out, &d);
@@ -261,16 +300,20 @@ impl Conn {
                         }
                         break Flow::More;
                     };
-                    let line = self.input.split_to(end + 2);
                     if let Framing::SkipLine = self.framing {
+                        self.input.advance(end + 2);
                         self.framing = Framing::Command;
-                        self.out.extend_from_slice(proto::BAD_FORMAT);
+                        self.out.extend(proto::BAD_FORMAT);
                         continue;
                     }
                     let store = guard.get_or_insert_with(|| shared.lock());
+                    // The line is parsed in place; the input is lent out meanwhile.
+                    let input = std::mem::take(&mut self.input);
                     // Read the clock per command, as beanstalkd does: a stats-job right
                     // after a reserve already shows less than the full TTR left.
-                    let flow = self.command(&line[..end], store, shared, shared.now());
+                    let flow = self.command(&input[..end], store, shared, shared.now());
+                    self.input = input;
+                    self.input.advance(end + 2);
                     if flow != Flow::More {
                         break flow;
                     }
@@ -282,23 +325,30 @@ impl Conn {
                     ttr,
                     need,
                 } => {
-                    if self.input.len() < need {
+                    if self.body_len() < need {
                         break Flow::More;
                     }
                     self.framing = Framing::Command;
-                    if &self.input[need - 2..need] != b"\r\n" {
+                    let body = if self.body.capacity() > 0 {
+                        std::mem::take(&mut self.body).freeze()
+                    } else {
+                        let body = Bytes::copy_from_slice(&self.input[..need]);
                         self.input.advance(need);
-                        self.out.extend_from_slice(proto::EXPECTED_CRLF);
+                        body
+                    };
+                    if &body[need - 2..] != b"\r\n" {
+                        self.out.extend(proto::EXPECTED_CRLF);
                         continue;
                     }
-                    let body = Bytes::copy_from_slice(&self.input[..need]);
-                    self.input.advance(need);
                     let store = guard.get_or_insert_with(|| shared.lock());
                     match store.put(self.id, id, pri, delay, ttr, body, shared.now()) {
                         Ok(id) => {
-                            let _ = write!(self.out, "INSERTED {id}\r\n");
+                            self.out.extend(b"INSERTED ");
+                            self.out.num(id);
+                            self.out.extend(b"\r\n");
                         }
-                        Err(_) => self.out.extend_from_slice(proto::DRAINING),
+                        Err(PutRefused::Draining) => self.out.extend(proto::DRAINING),
+                        Err(PutRefused::NoSpace) => self.out.extend(proto::OUT_OF_MEMORY),
                     }
                 }
                 Framing::Discard { left } => {
@@ -310,14 +360,14 @@ impl Conn {
                         break Flow::More;
                     }
                     self.framing = Framing::Command;
-                    self.out.extend_from_slice(proto::JOB_TOO_BIG);
+                    self.out.extend(proto::JOB_TOO_BIG);
                 }
             }
         };
         if let Some(mut store) = guard {
             let settled = shared.settle(&mut store);
             drop(store);
-            shared.finish(settled);
+            self.log_wait = self.log_wait.max(shared.finish(settled));
         }
         flow
     }
@@ -337,7 +387,7 @@ impl Conn {
                     }
                     _ => {}
                 }
-                out.extend_from_slice(e.reply());
+                out.extend(e.reply());
                 return Flow::More;
             }
         };
@@ -373,8 +423,8 @@ impl Conn {
                 }
             }
             Command::ReserveJob(id) => match store.reserve_job(conn, id, now) {
-                Some((id, body)) => encode_job(out, "RESERVED", id, &body),
-                None => out.extend_from_slice(proto::NOT_FOUND),
+                Some((id, body)) => encode_job(out, b"RESERVED ", id, &body),
+                None => out.extend(proto::NOT_FOUND),
             },
             Command::Delete(id) => reply(out, store.delete(conn, id), proto::DELETED),
             Command::Release { id, pri, delay } => reply(
@@ -390,13 +440,11 @@ impl Conn {
             }
             Command::Watch(name) => {
                 let n = store.watch(conn, name);
-                let _ = write!(out, "WATCHING {n}\r\n");
+                counted(out, b"WATCHING ", n as u64);
             }
             Command::Ignore(name) => match store.ignore(conn, name) {
-                Ok(n) => {
-                    let _ = write!(out, "WATCHING {n}\r\n");
-                }
-                Err(_) => out.extend_from_slice(proto::NOT_IGNORED),
+                Ok(n) => counted(out, b"WATCHING ", n as u64),
+                Err(_) => out.extend(proto::NOT_IGNORED),
             },
             Command::Peek(id) => found(out, store.peek(id)),
             Command::PeekReady => found(out, store.peek_ready(conn)),
@@ -404,21 +452,23 @@ impl Conn {
             Command::PeekBuried => found(out, store.peek_buried(conn)),
             Command::Kick(bound) => {
                 let n = store.kick(conn, bound, now);
-                let _ = write!(out, "KICKED {n}\r\n");
+                counted(out, b"KICKED ", u64::from(n));
             }
             Command::KickJob(id) => reply(out, store.kick_job(id, now), proto::KICKED),
             Command::StatsJob(id) => match store.stats_job(id, now) {
-                Some(s) => stats::write_yaml(out, &stats::job_pairs(&s)),
-                None => out.extend_from_slice(proto::NOT_FOUND),
+                Some(s) => stats::write_yaml(&mut out.buf, &stats::job_pairs(&s)),
+                None => out.extend(proto::NOT_FOUND),
             },
             Command::StatsTube(name) => match store.stats_tube(name, now) {
-                Some(s) => stats::write_yaml(out, &stats::tube_pairs(&s)),
-                None => out.extend_from_slice(proto::NOT_FOUND),
+                Some(s) => stats::write_yaml(&mut out.buf, &stats::tube_pairs(&s)),
+                None => out.extend(proto::NOT_FOUND),
             },
-            Command::Stats => stats::write_yaml(out, &shared.stats_pairs(store)),
-            Command::ListTubes => stats::write_list(out, &store.list_tubes()),
+            Command::Stats => stats::write_yaml(&mut out.buf, &shared.stats_pairs(store)),
+            Command::ListTubes => stats::write_list(&mut out.buf, &store.list_tubes()),
             Command::ListTubeUsed => using(out, store.tube_used(conn)),
-            Command::ListTubesWatched => stats::write_list(out, &store.list_tubes_watched(conn)),
+            Command::ListTubesWatched => {
+                stats::write_list(&mut out.buf, &store.list_tubes_watched(conn))
+            }
             Command::PauseTube { name, delay } => {
                 reply(out, store.pause_tube(name, delay, now), proto::PAUSED)
             }
@@ -439,33 +489,69 @@ fn line_end(input: &[u8]) -> Option<usize> {
     (window[cr + 1] == b'\n').then_some(cr)
 }
 
-fn reply(out: &mut Vec<u8>, ok: bool, word: &[u8]) {
-    out.extend_from_slice(if ok { word } else { proto::NOT_FOUND });
+fn reply(out: &mut Out, ok: bool, word: &[u8]) {
+    out.extend(if ok { word } else { proto::NOT_FOUND });
 }
 
-fn using(out: &mut Vec<u8>, name: &[u8]) {
-    out.extend_from_slice(b"USING ");
-    out.extend_from_slice(name);
-    out.extend_from_slice(b"\r\n");
+/// `<word><n>\r\n`, e.g. `WATCHING 2`.
+fn counted(out: &mut Out, word: &[u8], n: u64) {
+    out.extend(word);
+    out.num(n);
+    out.extend(b"\r\n");
 }
 
-fn found(out: &mut Vec<u8>, job: Option<(u64, Bytes)>) {
+fn using(out: &mut Out, name: &[u8]) {
+    out.extend(b"USING ");
+    out.extend(name);
+    out.extend(b"\r\n");
+}
+
+fn found(out: &mut Out, job: Option<(u64, Bytes)>) {
     match job {
-        Some((id, body)) => encode_job(out, "FOUND", id, &body),
-        None => out.extend_from_slice(proto::NOT_FOUND),
+        Some((id, body)) => encode_job(out, b"FOUND ", id, &body),
+        None => out.extend(proto::NOT_FOUND),
     }
 }
 
 /// `<word> <id> <bytes>\r\n<body>\r\n`; `body` already ends with CRLF.
-fn encode_job(out: &mut Vec<u8>, word: &str, id: u64, body: &[u8]) {
-    let _ = write!(out, "{word} {id} {}\r\n", body.len().saturating_sub(2));
-    out.extend_from_slice(body);
+fn encode_job(out: &mut Out, word: &[u8], id: u64, body: &Bytes) {
+    out.extend(word);
+    out.num(id);
+    out.extend(b" ");
+    out.num(body.len().saturating_sub(2) as u64);
+    out.extend(b"\r\n");
+    out.body(body);
 }
 
-fn encode_delivery(out: &mut Vec<u8>, d: &Delivery) {
+fn encode_delivery(out: &mut Out, d: &Delivery) {
     match d {
-        Delivery::Reserved { id, body } => encode_job(out, "RESERVED", *id, body),
-        Delivery::DeadlineSoon => out.extend_from_slice(proto::DEADLINE_SOON),
-        Delivery::TimedOut => out.extend_from_slice(proto::TIMED_OUT),
+        Delivery::Reserved { id, body } => encode_job(out, b"RESERVED ", *id, body),
+        Delivery::DeadlineSoon => out.extend(proto::DEADLINE_SOON),
+        Delivery::TimedOut => out.extend(proto::TIMED_OUT),
+    }
+}
+
+/// [`read_some`] if the socket has data now; otherwise nothing is read (readiness
+/// can be stale) and the caller goes back to waiting for whatever comes first.
+async fn read_now<S: Socket>(sock: &mut S, buf: &mut BytesMut, want: usize) -> io::Result<bool> {
+    let read = read_some(sock, buf, want);
+    tokio::pin!(read);
+    std::future::poll_fn(|cx| match std::future::Future::poll(read.as_mut(), cx) {
+        std::task::Poll::Ready(r) => std::task::Poll::Ready(r),
+        std::task::Poll::Pending => std::task::Poll::Ready(Ok(false)),
+    })
+    .await
+}
+
+/// Read once into `buf`'s spare room, taking at most `want` (> 0) bytes. True when
+/// the client closed its side.
+async fn read_some<S: Socket>(sock: &mut S, buf: &mut BytesMut, want: usize) -> io::Result<bool> {
+    let room = buf.capacity() - buf.len();
+    let mut limited = (&mut *buf).limit(want.min(room).max(1));
+    match sock.read_buf(&mut limited).await {
+        Ok(0) => Ok(true),
+        Ok(_) => Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(true),
+        Err(e) => Err(e),
     }
 }

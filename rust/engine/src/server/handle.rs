@@ -24,6 +24,8 @@ pub struct ServerConfig {
     pub verbose: u8,
     /// Worker threads; 0 means one per core.
     pub threads: usize,
+    /// The write-ahead log (`-b`), if any.
+    pub log: Option<crate::wal::LogConfig>,
 }
 
 impl Default for ServerConfig {
@@ -33,6 +35,7 @@ impl Default for ServerConfig {
             max_job_size: DEFAULT_MAX_JOB_SIZE,
             verbose: 0,
             threads: 0,
+            log: None,
         }
     }
 }
@@ -46,6 +49,8 @@ pub enum ServerError {
     Invalid(String),
     #[error("cannot start the runtime: {0}")]
     Runtime(io::Error),
+    #[error(transparent)]
+    Log(#[from] crate::wal::LogError),
 }
 
 /// Set once the server task has finished.
@@ -91,6 +96,8 @@ pub struct ServerHandle {
     done: Arc<Done>,
     shared: Arc<Shared>,
     addr: BoundAddr,
+    /// The log's writer and directory lock, kept until the server has stopped.
+    log: Option<crate::wal::OpenedLog>,
 }
 
 impl ServerHandle {
@@ -108,6 +115,12 @@ impl ServerHandle {
             builder.worker_threads(config.threads);
         }
         let runtime = builder.build().map_err(ServerError::Runtime)?;
+        // The log comes first: a locked or corrupt directory fails the start before
+        // anything listens.
+        let log = match &config.log {
+            Some(lc) => Some(crate::wal::open(lc, config.max_job_size)?),
+            None => None,
+        };
         let listener = runtime
             .block_on(async { Listener::bind(&config.listen) })
             .map_err(|e| ServerError::Bind {
@@ -118,7 +131,11 @@ impl ServerHandle {
             addr: describe(&config.listen),
             source: e,
         })?;
-        let shared = Arc::new(Shared::new(config.max_job_size, config.verbose));
+        let shared = Arc::new(Shared::new(
+            config.max_job_size,
+            config.verbose,
+            log.as_ref(),
+        ));
         let (tx, rx) = oneshot::channel::<()>();
         let done = Arc::new(Done::default());
         let task_done = Arc::clone(&done);
@@ -136,6 +153,7 @@ impl ServerHandle {
             done,
             shared,
             addr,
+            log,
         })
     }
 
@@ -157,6 +175,16 @@ impl ServerHandle {
         self.shared.lock().draining()
     }
 
+    /// The log's health: (writes or fsyncs failing now, errors seen so far).
+    pub fn log_health(&self) -> Option<(bool, u64)> {
+        self.shared.log_pipe.as_ref().map(|p| {
+            (
+                p.failing(),
+                p.errors.load(std::sync::atomic::Ordering::Relaxed),
+            )
+        })
+    }
+
     /// The `stats` values, as ordered pairs.
     pub fn stats(&self) -> Vec<(&'static str, StatValue)> {
         let store = self.shared.lock();
@@ -173,6 +201,15 @@ impl ServerHandle {
         }
         if let BoundAddr::Unix(path) = &self.addr {
             let _ = std::fs::remove_file(path);
+        }
+        if let Some(mut log) = self.log.take() {
+            // Everything journaled is written (and synced, unless -F) before the
+            // directory lock is released.
+            let _ = self.shared.lock().flush_log();
+            log.pipe.stop();
+            if let Some(writer) = log.writer.take() {
+                let _ = writer.join();
+            }
         }
         self.done.set();
     }

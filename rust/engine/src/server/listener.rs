@@ -3,12 +3,12 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpSocket, UnixListener};
-use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::sync::{watch, Notify};
 
 use super::{conn, Shared};
 
@@ -119,6 +119,43 @@ fn remove_stale_socket(path: &std::path::Path) -> io::Result<()> {
     }
 }
 
+/// Counts the connection tasks still running, so that shutdown can wait for them
+/// without keeping a handle per task (a `JoinSet` costs an allocation per
+/// connection and a wakeup of the accept loop whenever one ends).
+#[derive(Debug, Default)]
+struct Live {
+    count: std::sync::atomic::AtomicUsize,
+    /// Signalled when the count drops to zero. A `Notify` because the waiter checks
+    /// the count after registering, so a last exit cannot be missed.
+    none_left: Notify,
+}
+
+/// Decrements the live count when a connection task ends, however it ends.
+struct LiveGuard(Arc<Live>);
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.none_left.notify_waiters();
+        }
+    }
+}
+
+fn spawn_conn<S: conn::Socket>(
+    sock: S,
+    shared: &Arc<Shared>,
+    stop: &watch::Sender<bool>,
+    live: &Arc<Live>,
+) {
+    live.count.fetch_add(1, Ordering::AcqRel);
+    let guard = LiveGuard(Arc::clone(live));
+    let (shared, stop) = (Arc::clone(shared), stop.subscribe());
+    tokio::spawn(async move {
+        let _guard = guard;
+        conn::serve(sock, shared, stop).await;
+    });
+}
+
 /// Accept until `shutdown` resolves; then tell every connection to stop and wait
 /// for them.
 pub async fn accept_loop(
@@ -127,22 +164,19 @@ pub async fn accept_loop(
     stop: watch::Sender<bool>,
     shutdown: impl std::future::Future,
 ) {
-    let mut tasks = JoinSet::new();
+    let live = Arc::new(Live::default());
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
             _ = &mut shutdown => break,
-            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
             accepted = accept(&listener) => accepted,
         };
         match accepted {
             Ok(Accepted::Tcp(stream)) => {
                 let _ = stream.set_nodelay(true);
-                tasks.spawn(conn::serve(stream, Arc::clone(&shared), stop.subscribe()));
+                spawn_conn(stream, &shared, &stop, &live);
             }
-            Ok(Accepted::Unix(stream)) => {
-                tasks.spawn(conn::serve(stream, Arc::clone(&shared), stop.subscribe()));
-            }
+            Ok(Accepted::Unix(stream)) => spawn_conn(stream, &shared, &stop, &live),
             Err(e) => {
                 // Out of file descriptors or a transient network error: say so and
                 // back off briefly instead of spinning on the same error.
@@ -154,7 +188,15 @@ pub async fn accept_loop(
     drop(listener);
     // The connections see the stop signal at their next await point.
     let _ = stop.send(true);
-    while tasks.join_next().await.is_some() {}
+    loop {
+        let none_left = live.none_left.notified();
+        tokio::pin!(none_left);
+        none_left.as_mut().enable();
+        if live.count.load(Ordering::Acquire) == 0 {
+            break;
+        }
+        none_left.await;
+    }
 }
 
 enum Accepted {

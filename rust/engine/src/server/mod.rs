@@ -8,6 +8,7 @@ mod clock;
 mod conn;
 mod handle;
 mod listener;
+mod out;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -23,6 +24,9 @@ use crate::store::{Store, Wakeup};
 /// Default `binlog-max-size` reported when no log is configured (beanstalkd's default
 /// segment size).
 const DEFAULT_SEGMENT_SIZE: u64 = 10 * 1024 * 1024;
+
+/// The store's clock reading at server start: about 36 years in nanoseconds.
+pub const TIME_BASE: u64 = 1 << 60;
 
 /// State shared by every task of one server.
 pub struct Shared {
@@ -40,6 +44,8 @@ pub struct Shared {
     epoch: Instant,
     verbose: u8,
     fixed: FixedInfo,
+    /// The write-ahead log's hand-over to its writer thread, when there is a log.
+    pub(crate) log_pipe: Option<Arc<crate::wal::writer::LogPipe>>,
 }
 
 /// Process facts that never change while the server runs.
@@ -59,13 +65,18 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    pub fn new(max_job_size: u32, verbose: u8) -> Shared {
+    pub fn new(max_job_size: u32, verbose: u8, log: Option<&crate::wal::OpenedLog>) -> Shared {
         let (hostname, os, platform) = stats::process::uname();
+        let epoch = Instant::now();
+        let mut store = Store::new(max_job_size);
+        if let Some(log) = log {
+            store.attach_log(log, TIME_BASE);
+        }
         Shared {
-            store: Mutex::new(Store::new(max_job_size)),
+            store: Mutex::new(store),
             clock: Notify::new(),
             armed: AtomicU64::new(u64::MAX),
-            epoch: Instant::now(),
+            epoch,
             verbose,
             fixed: FixedInfo {
                 id: stats::process::instance_id(),
@@ -73,12 +84,15 @@ impl Shared {
                 os,
                 platform,
             },
+            log_pipe: log.map(|l| Arc::clone(&l.pipe)),
         }
     }
 
-    /// Nanoseconds since the server started, on the monotonic clock.
+    /// The store's clock: nanoseconds on the monotonic clock, counted from
+    /// [`TIME_BASE`] at server start (so jobs restored from a log can have been
+    /// created before the server started).
     pub fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+        TIME_BASE + self.epoch.elapsed().as_nanos() as u64
     }
 
     /// Lock the store. A panic elsewhere while it was held does not make the state
@@ -103,25 +117,36 @@ impl Shared {
                 rearm = true;
             }
         }
-        Settled { wakeups, rearm }
+        let log = store.flush_log();
+        Settled {
+            wakeups,
+            rearm,
+            log,
+        }
     }
 
-    /// Deliver what [`Shared::settle`] collected, outside the lock.
-    pub fn finish(&self, settled: Settled) {
+    /// Deliver what [`Shared::settle`] collected, outside the lock. Returns the log
+    /// position the replies of the batch must wait for, if it journaled anything.
+    pub fn finish(&self, settled: Settled) -> Option<u64> {
         for w in settled.wakeups {
             w.wake();
         }
         if settled.rearm {
             self.clock.notify_one();
         }
+        settled.log
     }
 
     /// The full `stats` as ordered pairs.
     pub fn stats_pairs(&self, store: &Store) -> Vec<(&'static str, StatValue)> {
-        stats::server_pairs(&store.stats(), &self.process_info())
+        stats::server_pairs(&store.stats(), &self.process_info(store))
     }
 
-    fn process_info(&self) -> ProcessInfo {
+    fn process_info(&self, store: &Store) -> ProcessInfo {
+        let log = store.log_stats().unwrap_or(crate::store::LogStats {
+            max_size: DEFAULT_SEGMENT_SIZE,
+            ..Default::default()
+        });
         let (utime, stime) = stats::process::rusage();
         ProcessInfo {
             pid: std::process::id(),
@@ -129,11 +154,11 @@ impl Shared {
             rusage_utime: utime,
             rusage_stime: stime,
             uptime: self.epoch.elapsed().as_secs(),
-            binlog_oldest_index: 0,
-            binlog_current_index: 0,
-            binlog_records_migrated: 0,
-            binlog_records_written: 0,
-            binlog_max_size: DEFAULT_SEGMENT_SIZE,
+            binlog_oldest_index: log.oldest_index,
+            binlog_current_index: log.current_index,
+            binlog_records_migrated: log.records_migrated,
+            binlog_records_written: log.records_written,
+            binlog_max_size: log.max_size,
             id: self.fixed.id.clone(),
             hostname: self.fixed.hostname.clone(),
             os: self.fixed.os.clone(),
@@ -148,6 +173,7 @@ impl Shared {
 pub struct Settled {
     wakeups: Vec<Arc<dyn Wakeup>>,
     rearm: bool,
+    log: Option<u64>,
 }
 
 /// Wakes one connection task blocked in reserve. A `Notify` because the store may

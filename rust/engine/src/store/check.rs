@@ -87,6 +87,7 @@ impl Store {
         if waiting != c.waiting {
             return Err(format!("waiting: counted {waiting}, kept {}", c.waiting));
         }
+        self.check_wait_lists()?;
         if self.timers.len()
             > 2 * self.jobs.len() + 2 * self.tubes.len() + 2 * self.conns.len() + 200
         {

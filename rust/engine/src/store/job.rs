@@ -56,6 +56,8 @@ pub struct Job {
     pub releases: u32,
     pub buries: u32,
     pub kicks: u32,
+    /// The log segment holding the job's latest snapshot (0 without a log).
+    pub home: u32,
     pub state: JobState,
 }
 
@@ -147,6 +149,11 @@ impl JobTable {
         if let Some(Some(job)) = self.slots.get_mut(slot as usize) {
             job.pos = pos;
         }
+    }
+
+    /// Number of slots (live or free): the bound of a scan by slot.
+    pub fn slots(&self) -> u32 {
+        self.slots.len() as u32
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (u32, &Job)> {

@@ -13,10 +13,13 @@ mod check;
 mod conn;
 mod heap;
 mod job;
+mod journal;
+mod log;
 mod ops;
 mod tick;
 mod timers;
 mod tube;
+mod wait;
 
 #[cfg(test)]
 mod tests;
@@ -29,6 +32,8 @@ pub use self::conn::ConnState;
 use self::heap::Entry;
 use self::job::JobTable;
 pub use self::job::{Job, JobState};
+pub use self::journal::LogStats;
+pub use self::log::StoreLog;
 use self::timers::{Timer, Timers};
 use self::tube::Tubes;
 use crate::protocol::{Op, URGENT_THRESHOLD};
@@ -62,10 +67,17 @@ pub enum ReserveOutcome {
     Waiting,
 }
 
-/// A put refused because the server is draining.
+/// Why a put is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("DRAINING")]
-pub struct Draining;
+pub enum PutRefused {
+    /// The server is draining: DRAINING.
+    #[error("DRAINING")]
+    Draining,
+    /// The log cannot guarantee space for the job (full disk, failing writes):
+    /// OUT_OF_MEMORY, and nothing changes.
+    #[error("OUT_OF_MEMORY")]
+    NoSpace,
+}
 
 /// `ignore` of the last watched tube.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -105,6 +117,14 @@ pub struct Store {
     max_job_size: u32,
     draining: bool,
     wakeups: Vec<Arc<dyn Wakeup>>,
+    /// Waiting connections that watch more than [`conn::WIDE`] tubes, oldest first:
+    /// (connection, wait sequence).
+    wide_waiters: Vec<(ConnId, u64)>,
+    /// Tubes whose ready heap is not empty, in no order (each tube knows its index),
+    /// so a reserve watching many tubes looks only at tubes that have a job.
+    ready_tubes: Vec<u32>,
+    /// The write-ahead log's bookkeeping, when the server has one.
+    log: Option<StoreLog>,
 }
 
 impl std::fmt::Debug for Store {
@@ -135,6 +155,9 @@ impl Store {
             max_job_size,
             draining: false,
             wakeups: Vec::new(),
+            wide_waiters: Vec::new(),
+            ready_tubes: Vec::new(),
+            log: None,
         }
     }
 
@@ -223,6 +246,9 @@ impl Store {
                     self.counts.urgent -= 1;
                     t.urgent_ct -= 1;
                 }
+                if t.ready.is_empty() {
+                    self.ready_tube_emptied(tube);
+                }
             }
             JobState::Delayed => {
                 let t = self.tubes.get_mut(tube);
@@ -272,9 +298,14 @@ impl Store {
         let jobs = &mut self.jobs;
         let t = self.tubes.get_mut(tube);
         t.ready.push(entry, &mut |s, p| jobs.set_pos(s, p));
+        let first = t.ready.len() == 1;
         if urgent {
             t.urgent_ct += 1;
             self.counts.urgent += 1;
+        }
+        if first {
+            t.ready_at = self.ready_tubes.len() as u32;
+            self.ready_tubes.push(tube);
         }
         self.counts.ready += 1;
         self.serve_tube(tube, now);
@@ -308,6 +339,7 @@ impl Store {
         let tube = job.tube;
         self.tubes.get_mut(tube).buried.insert(seq, slot);
         self.counts.buried += 1;
+        self.journal_bury(slot);
     }
 
     /// Give a detached job to `conn` as a reservation.
@@ -325,6 +357,7 @@ impl Store {
         }
         self.tubes.get_mut(tube).reserved_ct += 1;
         self.counts.reserved += 1;
+        self.journal(crate::wal::format::Record::Reserve { id });
         self.timers.push(deadline, Timer::Ttr(id));
         self.compact_timers();
         Some(Delivery::Reserved { id, body })
@@ -332,6 +365,7 @@ impl Store {
 
     /// Remove a detached job from the table and drop its tube if now unused.
     fn free_job(&mut self, slot: u32) {
+        self.journal_delete(slot);
         if let Some(job) = self.jobs.remove(slot) {
             self.tubes.get_mut(job.tube).jobs_ct -= 1;
             self.drop_tube_if_unused(job.tube);
@@ -355,7 +389,7 @@ impl Store {
     fn serve_tube(&mut self, tube: u32, now: u64) {
         loop {
             let t = self.tubes.get(tube);
-            if t.waiting_ct == 0 || t.paused(now) {
+            if (t.waiting_ct == 0 && self.wide_waiters.is_empty()) || t.paused(now) {
                 return;
             }
             let Some(top) = t.ready.peek().copied() else {
@@ -372,29 +406,22 @@ impl Store {
         }
     }
 
-    /// The longest-waiting live waiter of a tube, removed from its queue.
-    fn pop_waiter(&mut self, tube: u32) -> Option<ConnId> {
-        loop {
-            let (conn, seq) = self.tubes.get_mut(tube).waiting.pop_front()?;
-            let live = self
-                .conn(conn)
-                .and_then(|c| c.wait.as_ref())
-                .is_some_and(|w| w.seq == seq);
-            if live {
-                return Some(conn);
-            }
-        }
-    }
-
     /// Stop a connection's wait: it no longer counts as waiting anywhere.
     fn end_wait(&mut self, conn: ConnId) {
         let Some(c) = self.conns.get_mut(conn as usize).and_then(Option::as_mut) else {
             return;
         };
-        if c.wait.take().is_none() {
+        let Some(wait) = c.wait.take() else {
+            return;
+        };
+        self.counts.waiting -= 1;
+        if wait.wide {
+            let entry = (conn, wait.seq);
+            if let Some(i) = self.wide_waiters.iter().position(|&w| w == entry) {
+                self.wide_waiters.remove(i);
+            }
             return;
         }
-        self.counts.waiting -= 1;
         let conns = &self.conns;
         let Some(c) = conns.get(conn as usize).and_then(Option::as_ref) else {
             return;

@@ -4,12 +4,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::conn::Wait;
+use super::conn::{Wait, WIDE};
 use super::job::{Job, JobState};
 use super::timers::Timer;
 use super::tube::Pause;
 use super::{
-    ConnId, ConnState, Delivery, Draining, NotIgnored, ReserveOutcome, Store, Wakeup, SECOND,
+    ConnId, ConnState, Delivery, NotIgnored, PutRefused, ReserveOutcome, Store, Wakeup, SECOND,
 };
 use crate::stats::{JobStats, ServerCounts, TubeStats};
 
@@ -25,6 +25,7 @@ impl Store {
         let state = ConnState {
             use_tube: default,
             watch: vec![default],
+            watch_sorted: Vec::new(),
             reserved: Vec::new(),
             wait: None,
             producer: false,
@@ -114,13 +115,14 @@ impl Store {
         ttr: u32,
         body: Bytes,
         now: u64,
-    ) -> Result<u64, Draining> {
+    ) -> Result<u64, PutRefused> {
         if self.draining {
-            return Err(Draining);
+            return Err(PutRefused::Draining);
         }
         let Some(tube) = self.conn(conn).map(|c| c.use_tube) else {
-            return Err(Draining);
+            return Err(PutRefused::Draining);
         };
+        self.admit_put(tube, body.len().saturating_sub(2))?;
         let t = self.tubes.get_mut(tube);
         t.jobs_ct += 1;
         t.total_jobs += 1;
@@ -141,8 +143,10 @@ impl Store {
             releases: 0,
             buries: 0,
             kicks: 0,
+            home: 0,
             state: JobState::Ready,
         });
+        self.journal_put(slot, now);
         if delay > 0 {
             self.make_delayed(slot, now + u64::from(delay) * SECOND);
         } else {
@@ -164,21 +168,13 @@ impl Store {
     /// `reserve` and `reserve-with-timeout` (`timeout` in seconds).
     pub fn reserve(&mut self, conn: ConnId, timeout: Option<u32>, now: u64) -> ReserveOutcome {
         self.set_worker(conn);
-        let Some(c) = self.conn(conn) else {
+        let Some((any_ready, best)) = self.best_ready(conn, now) else {
             return ReserveOutcome::Now(Delivery::TimedOut);
         };
-        let watch = c.watch.clone();
-        let any_ready = watch.iter().any(|&t| !self.tubes.get(t).ready.is_empty());
         let soon = self.deadline_soon(conn, now);
         if soon && !any_ready {
             return ReserveOutcome::Now(Delivery::DeadlineSoon);
         }
-        // The best ready job among the watched tubes that are not paused.
-        let best = watch
-            .iter()
-            .filter(|&&t| !self.tubes.get(t).paused(now))
-            .filter_map(|&t| self.tubes.get(t).ready.peek().copied())
-            .min_by_key(|e| (e.key, e.id));
         if let Some(entry) = best {
             self.detach(entry.slot);
             if let Some(d) = self.make_reserved(entry.slot, conn, now) {
@@ -203,13 +199,23 @@ impl Store {
         let margin_at = self
             .soonest_deadline(conn)
             .map(|d| d.saturating_sub(SECOND));
-        let Some(c) = self.conn_mut(conn) else { return };
-        c.wait = Some(Wait { seq, timeout_at });
-        let watch = c.watch.clone();
-        for tube in watch {
-            let t = self.tubes.get_mut(tube);
-            t.waiting.push_back((conn, seq));
-            t.waiting_ct += 1;
+        let Some(c) = self.conns.get_mut(conn as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        let wide = c.watch.len() > WIDE;
+        c.wait = Some(Wait {
+            seq,
+            timeout_at,
+            wide,
+        });
+        if wide {
+            self.wide_waiters.push((conn, seq));
+        } else {
+            for &tube in &c.watch {
+                let t = self.tubes.get_mut(tube);
+                t.waiting.push_back((conn, seq));
+                t.waiting_ct += 1;
+            }
         }
         self.counts.waiting += 1;
         let at = match (timeout_at, margin_at) {
@@ -284,6 +290,7 @@ impl Store {
             job.delay = delay;
             job.releases += 1;
         }
+        self.journal_release(slot, now);
         if delay > 0 {
             self.make_delayed(slot, now + u64::from(delay) * SECOND);
         } else {
@@ -324,8 +331,9 @@ impl Store {
         let Some(c) = self.conn_mut(conn) else {
             return 0;
         };
-        if !c.watch.contains(&tube) {
+        if !c.watches(tube) {
             c.watch.push(tube);
+            c.watch_changed(Some(tube), None);
             let n = c.watch.len();
             self.tubes.get_mut(tube).watching_ct += 1;
             return n;
@@ -346,6 +354,7 @@ impl Store {
             return Err(NotIgnored);
         }
         let tube = c.watch.swap_remove(i);
+        c.watch_changed(None, Some(tube));
         let n = c.watch.len();
         self.tubes.get_mut(tube).watching_ct -= 1;
         self.drop_tube_if_unused(tube);
@@ -400,6 +409,8 @@ impl Store {
         self.detach(slot);
         if let Some(job) = self.jobs.get_mut(slot) {
             job.kicks += 1;
+            let id = job.id;
+            self.journal(crate::wal::format::Record::Kick { id });
         }
         self.make_ready(slot, now);
     }
@@ -459,7 +470,8 @@ impl Store {
     }
 
     pub fn stats_tube(&self, name: &[u8], now: u64) -> Option<TubeStats> {
-        let t = self.tubes.get(self.tubes.find(name)?);
+        let slot = self.tubes.find(name)?;
+        let t = self.tubes.get(slot);
         let (pause, left) = match t.pause {
             Some(p) if p.until > now => (p.length / SECOND, (p.until - now) / SECOND),
             _ => (0, 0),
@@ -474,7 +486,7 @@ impl Store {
             total_jobs: t.total_jobs,
             using: u64::from(t.using_ct),
             watching: u64::from(t.watching_ct),
-            waiting: u64::from(t.waiting_ct),
+            waiting: u64::from(t.waiting_ct) + self.wide_waiting_on(slot),
             cmd_delete: t.delete_ct,
             cmd_pause_tube: t.pause_ct,
             pause,
@@ -499,7 +511,7 @@ impl Store {
             delay: u64::from(job.delay),
             ttr: u64::from(job.ttr),
             time_left: time_left as i64,
-            file: 0,
+            file: u64::from(job.home),
             reserves: job.reserves,
             timeouts: job.timeouts,
             releases: job.releases,

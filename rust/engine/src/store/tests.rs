@@ -14,7 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use super::{ConnId, Delivery, Draining, NotIgnored, ReserveOutcome, Store, Wakeup, SECOND};
+use super::{ConnId, Delivery, NotIgnored, PutRefused, ReserveOutcome, Store, Wakeup, SECOND};
 use crate::protocol::Op;
 use crate::stats::{JobStats, TubeStats};
 
@@ -1336,7 +1336,10 @@ fn drain_mode_refuses_puts() {
     assert!(st.stats().draining);
     let id = st.begin_put(c);
     assert_eq!(id, 1);
-    assert_eq!(st.put(c, id, 0, 0, 60, body_of(id), 0), Err(Draining));
+    assert_eq!(
+        st.put(c, id, 0, 0, 60, body_of(id), 0),
+        Err(PutRefused::Draining)
+    );
     ok(&st);
     assert_eq!(st.peek(id), None);
     assert_eq!(st.stats().total_jobs, 0);
@@ -2357,4 +2360,56 @@ proptest! {
             h.check();
         }
     }
+}
+
+/// A connection watching many tubes waits in the wide list: it is served from any of
+/// them, in wait order with connections watching few tubes, and counted per tube.
+#[test]
+fn wide_and_narrow_waiters_are_served_in_wait_order() {
+    let mut st = store();
+    let wide = conn(&mut st);
+    for i in 0..20 {
+        st.watch(wide, format!("w{i}").as_bytes());
+        ok(&st);
+    }
+    assert_eq!(st.ignore(wide, b"w3"), Ok(20));
+    ok(&st);
+    let narrow = conn(&mut st);
+    st.watch(narrow, b"w7");
+    let producer = conn(&mut st);
+
+    // The wide connection waits first, so it gets the first job in w7.
+    reserve_waits(&mut st, wide, None, 0);
+    reserve_waits(&mut st, narrow, None, 0);
+    assert_eq!(st.stats().current_waiting, 2);
+    assert_eq!(tube(&st, "w7", 0).waiting, 2);
+    assert_eq!(tube(&st, "w9", 0).waiting, 1);
+    assert!(st.stats_tube(b"w3", 0).is_none());
+    let a = put_in(&mut st, producer, "w7", 0, 0);
+    assert_eq!(mailbox_job(&mut st, wide), a);
+    assert_eq!(st.take_delivery(narrow), None);
+    let b = put_in(&mut st, producer, "w7", 0, 0);
+    assert_eq!(mailbox_job(&mut st, narrow), b);
+    assert_eq!(wake_all(&mut st), 2);
+
+    // An ignored tube does not wake it; a watched one does.
+    reserve_waits(&mut st, wide, Some(10), 0);
+    let in_w3 = put_in(&mut st, producer, "w3", 0, 0);
+    assert_eq!(st.take_delivery(wide), None);
+    assert_eq!(tube(&st, "w3", 0).waiting, 0);
+    let d = put_in(&mut st, producer, "w19", 0, 0);
+    assert_eq!(mailbox_job(&mut st, wide), d);
+
+    // Reserving with ready jobs in few of many watched tubes takes the best one.
+    let e = put_in(&mut st, producer, "w12", 5, 0);
+    let f = put_in(&mut st, producer, "w15", 1, 0);
+    assert_eq!(reserve_now(&mut st, wide, 0), f);
+    assert_eq!(reserve_now(&mut st, wide, 0), e);
+    // w3 is not watched by either.
+    assert_eq!(
+        st.reserve(narrow, Some(0), 0),
+        ReserveOutcome::Now(Delivery::TimedOut)
+    );
+    st.use_tube(producer, b"w3");
+    assert_eq!(st.peek_ready(producer).map(|(id, _)| id), Some(in_w3));
 }

@@ -47,6 +47,7 @@ impl Store {
         self.detach(slot);
         if let Some(job) = self.jobs.get_mut(slot) {
             job.timeouts += 1;
+            self.journal(crate::wal::format::Record::Timeout { id });
         }
         self.counts.job_timeouts += 1;
         self.make_ready(slot, now);

@@ -27,7 +27,10 @@ pub struct Tube {
     /// Connections blocked in reserve that watch this tube, oldest first, with the
     /// wait sequence they were queued under (stale entries are skipped and pruned).
     pub waiting: VecDeque<(u32, u64)>,
+    /// Waiting connections in `waiting` (the wide ones wait in the store's list).
     pub waiting_ct: u32,
+    /// Index in the store's list of tubes with ready jobs, while `ready` is not empty.
+    pub ready_at: u32,
     pub urgent_ct: u64,
     pub reserved_ct: u64,
     pub total_jobs: u64,
@@ -49,6 +52,7 @@ impl Tube {
             buried: BTreeMap::new(),
             waiting: VecDeque::new(),
             waiting_ct: 0,
+            ready_at: u32::MAX,
             urgent_ct: 0,
             reserved_ct: 0,
             total_jobs: 0,
