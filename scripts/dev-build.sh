@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p beanpole-python
-cp target/release/lib_core.so python/beanpole/_core.abi3.so
+# Replace by rename: a running server keeps the old library mapped intact.
+cp target/release/lib_core.so python/beanpole/.core.tmp.so
+mv -f python/beanpole/.core.tmp.so python/beanpole/_core.abi3.so

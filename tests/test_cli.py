@@ -77,9 +77,14 @@ def test_serve_help(option: str) -> None:
         ("-V", "--verbose"),
         ("-v", "--version"),
         ("-c", "--config"),
+        ("-b", "--binlog-dir"),
+        ("-f", "--fsync-ms"),
+        ("-F", "--no-fsync"),
+        ("-s", "--segment-size"),
     ]:
         assert f"{short}, {long}" in text
     assert "--threads" in text
+    assert "--skip-corrupt" in text
     # The loopback-only default, and how to listen everywhere.
     assert "default: 127.0.0.1 (loopback only)" in text
     assert "-l 0.0.0.0" in text
@@ -87,6 +92,8 @@ def test_serve_help(option: str) -> None:
     defaults = Config()
     assert f"default: {defaults.port};" in text
     assert f"default: {defaults.max_job_size};" in text
+    assert f"default: {defaults.fsync_ms};" in text
+    assert f"default: {defaults.segment_size};" in text
     for variable in [
         "BEANPOLE_LISTEN",
         "BEANPOLE_PORT",
@@ -94,6 +101,11 @@ def test_serve_help(option: str) -> None:
         "BEANPOLE_USER",
         "BEANPOLE_VERBOSE",
         "BEANPOLE_THREADS",
+        "BEANPOLE_BINLOG_DIR",
+        "BEANPOLE_FSYNC_MS",
+        "BEANPOLE_NO_FSYNC",
+        "BEANPOLE_SEGMENT_SIZE",
+        "BEANPOLE_SKIP_CORRUPT",
         "BEANPOLE_CONFIG",
     ]:
         assert variable in text
@@ -105,11 +117,57 @@ def test_no_arguments_shows_usage() -> None:
     assert "serve" in result.output
 
 
-@pytest.mark.parametrize("option", ["-b", "-f", "-F", "-s"])
-def test_write_ahead_log_flags_are_not_accepted_yet(option: str) -> None:
-    result = invoke("serve", option, "1")
-    assert result.exit_code == 2
-    assert f"No such option: {option}" in result.output or "No such option" in result.output
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["-b", "/var/lib/beanpole"], {"binlog_dir": "/var/lib/beanpole"}),
+        (["--binlog-dir", "rel/dir"], {"binlog_dir": "rel/dir"}),
+        (["-f", "0"], {"fsync_ms": 0, "no_fsync": False}),
+        (["--fsync-ms", "200"], {"fsync_ms": 200}),
+        (["-F"], {"no_fsync": True, "fsync_ms": 50}),
+        (["--no-fsync"], {"no_fsync": True}),
+        (["-s", "65536"], {"segment_size": 65536}),
+        (["--segment-size", "1"], {"segment_size": 1}),
+        (["--skip-corrupt"], {"skip_corrupt": True}),
+        (["-b", "d", "-f", "10", "-s", "4096"], {"binlog_dir": "d", "fsync_ms": 10}),
+    ],
+)
+def test_write_ahead_log_flags_are_accepted(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], expected: dict[str, object]
+) -> None:
+    # beanstalkd's -b -f -F -s, and --skip-corrupt: they reach the Config the server gets.
+    seen: list[Config] = []
+
+    def fake_serve_forever(self: beanpole.Server, **_: object) -> None:
+        seen.append(self.config)
+
+    monkeypatch.setattr(beanpole.Server, "serve_forever", fake_serve_forever)
+    result = invoke("serve", *args)
+    assert result.exit_code == 0, result.output
+    (config,) = seen
+    for name, value in expected.items():
+        assert getattr(config, name) == value, name
+
+
+def test_fsync_flag_beats_no_fsync_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Config] = []
+    monkeypatch.setattr(
+        beanpole.Server, "serve_forever", lambda self, **_: seen.append(self.config)
+    )
+    result = invoke("serve", "-f", "5", env={"BEANPOLE_NO_FSYNC": "1"})
+    assert result.exit_code == 0, result.output
+    assert (seen[0].fsync_ms, seen[0].no_fsync) == (5, False)
+    result = invoke("serve", "-F", env={"BEANPOLE_FSYNC_MS": "5"})
+    assert result.exit_code == 0, result.output
+    assert seen[1].no_fsync is True
+
+
+@pytest.mark.parametrize("args", [["-f", "0", "-F"], ["-F", "--fsync-ms", "10"]])
+def test_fsync_and_no_fsync_together_is_a_usage_error(args: list[str]) -> None:
+    result = invoke("serve", *args)
+    assert result.exit_code == 2, result.output
+    assert "-f/--fsync-ms and -F/--no-fsync cannot be used together" in result.output
+    assert "Traceback" not in result.output
 
 
 @pytest.mark.parametrize(
@@ -120,6 +178,12 @@ def test_write_ahead_log_flags_are_not_accepted_yet(option: str) -> None:
         (["-z", "-1"], "must be at least 0"),
         (["-l", "localhost"], "IPv4 address"),
         (["--threads", "-1"], "must be at least 0"),
+        (["-f", "-1"], "must be at least 0"),
+        (["-f", "1.5"], "'1.5' is not a valid integer"),
+        (["-s", "0"], "must be at least 1"),
+        (["-s", "10M"], "'10M' is not a valid integer"),
+        (["-b"], "requires an argument"),
+        (["-b", ""], "must be a directory path"),
         (["-p"], "requires an argument"),
         (["--bogus"], "No such option"),
     ],
@@ -143,6 +207,8 @@ def test_flag_error_names_the_flag() -> None:
         ({"BEANPOLE_PORT": "abc"}, "Error: invalid BEANPOLE_PORT: must be an integer, got 'abc'"),
         ({"BEANPOLE_MAX_JOB_SIZE": "-1"}, "Error: invalid BEANPOLE_MAX_JOB_SIZE: must be at least"),
         ({"BEANPOLE_LISTEN": "everywhere"}, "Error: invalid BEANPOLE_LISTEN: must be an IPv4"),
+        ({"BEANPOLE_FSYNC_MS": "fast"}, "Error: invalid BEANPOLE_FSYNC_MS: must be an integer"),
+        ({"BEANPOLE_NO_FSYNC": "maybe"}, "Error: invalid BEANPOLE_NO_FSYNC: must be true or"),
     ],
 )
 def test_bad_environment_exits_1_with_one_line(env: dict[str, str], fragment: str) -> None:
@@ -471,3 +537,48 @@ def test_version_from_a_real_process() -> None:
         check=True,
     )
     assert out.stdout == f"beanpole {beanpole.__version__}\n"
+
+
+@needs_core
+def test_binlog_dir_keeps_jobs_across_a_restart(serving: type[Serving], tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    child = serving("-p", "0", "-b", str(log), "-f", "0")
+    address = child.listening()
+    assert request(address, b"put 5 0 60 3\r\nabc\r\n") == b"INSERTED 1\r\n"
+    child.signal(signal.SIGTERM)
+    assert child.finish() == 0
+
+    child = serving("-p", "0", "--binlog-dir", str(log), "-F")
+    address = child.listening()
+    assert request(address, b"peek 1\r\n") == b"FOUND 1 3\r\nabc\r\n"
+    assert request(address, b"put 0 0 60 1\r\nx\r\n") == b"INSERTED 2\r\n"
+    child.signal(signal.SIGTERM)
+    assert child.finish() == 0
+
+
+@needs_core
+def test_binlog_dir_held_by_another_server_exits_1(serving: type[Serving], tmp_path: Path) -> None:
+    first = serving("-p", "0", "-b", str(tmp_path))
+    first.listening()
+    second = serving("-p", "0", "-b", str(tmp_path))
+    assert second.finish() == 1
+    lines = "".join(second.stderr).splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("Error: ")
+    assert "lock" in lines[0]
+    assert "cannot listen" not in lines[0]
+    first.signal(signal.SIGTERM)
+    assert first.finish() == 0
+
+
+@needs_core
+def test_beanstalkd_binlog_dir_exits_1_pointing_at_import(
+    serving: type[Serving], tmp_path: Path
+) -> None:
+    (tmp_path / "binlog.1").write_bytes(b"\x07\x00\x00\x00")
+    child = serving("-p", "0", "-b", str(tmp_path))
+    assert child.finish() == 1
+    lines = "".join(child.stderr).splitlines()
+    assert len(lines) == 1, lines
+    assert "beanpole binlog import" in lines[0]
+    assert [p.name for p in tmp_path.iterdir()] == ["binlog.1"]  # nothing written

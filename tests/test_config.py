@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 import warnings
 from pathlib import Path
@@ -26,8 +27,6 @@ FIELDS = [f.name for f in dataclasses.fields(Config)]
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """No BEANPOLE_* variable of the outer environment leaks into these tests."""
-    import os
-
     for name in list(os.environ):
         if name.startswith("BEANPOLE_"):
             monkeypatch.delenv(name)
@@ -50,10 +49,42 @@ def test_defaults() -> None:
     assert config.user is None
     assert config.verbose == 0
     assert config.threads == 0
+    # No write-ahead log unless asked; beanstalkd's -f and -s defaults when there is one.
+    assert config.binlog_dir is None
+    assert config.fsync_ms == 50
+    assert config.no_fsync is False
+    assert config.segment_size == 10485760
+    assert config.skip_corrupt is False
 
 
 def test_fields_are_exactly_the_documented_settings() -> None:
-    assert FIELDS == ["listen", "port", "max_job_size", "user", "verbose", "threads"]
+    assert FIELDS == [
+        "listen",
+        "port",
+        "max_job_size",
+        "user",
+        "verbose",
+        "threads",
+        "binlog_dir",
+        "fsync_ms",
+        "no_fsync",
+        "segment_size",
+        "skip_corrupt",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("binlog_dir", "-b/--binlog-dir"),
+        ("fsync_ms", "-f/--fsync-ms"),
+        ("no_fsync", "-F/--no-fsync"),
+        ("segment_size", "-s/--segment-size"),
+        ("skip_corrupt", "--skip-corrupt"),
+    ],
+)
+def test_log_settings_use_beanstalkds_flags(name: str, expected: str) -> None:
+    assert flag(name) == expected
 
 
 def test_config_changes_typeddict_matches_the_fields() -> None:
@@ -127,6 +158,18 @@ def test_valid_listen_addresses(listen: str) -> None:
         ({"user": 0}, "user", "user name"),
         ({"verbose": -1}, "verbose", "at least 0"),
         ({"threads": -1}, "threads", "at least 0"),
+        ({"binlog_dir": ""}, "binlog_dir", "must be a directory path"),
+        ({"binlog_dir": 3}, "binlog_dir", "must be a directory path or None"),
+        ({"binlog_dir": "/tmp/a\0b"}, "binlog_dir", "NUL byte"),
+        ({"fsync_ms": -1}, "fsync_ms", "at least 0"),
+        ({"fsync_ms": "50"}, "fsync_ms", "must be an integer"),
+        ({"fsync_ms": 1 << 63}, "fsync_ms", "at most 9223372036854775807"),
+        ({"no_fsync": 1}, "no_fsync", "must be true or false"),
+        ({"no_fsync": "yes"}, "no_fsync", "must be true or false"),
+        ({"segment_size": 0}, "segment_size", "at least 1"),
+        ({"segment_size": -4096}, "segment_size", "at least 1"),
+        ({"segment_size": 1.5}, "segment_size", "must be an integer"),
+        ({"skip_corrupt": None}, "skip_corrupt", "must be true or false"),
     ],
 )
 def test_invalid_values(changes: dict[str, object], field: str, fragment: str) -> None:
@@ -148,6 +191,20 @@ def test_port_zero_and_extremes_are_valid() -> None:
     assert Config(port=0).port == 0
     assert Config(port=65535).port == 65535
     assert Config(max_job_size=1).max_job_size == 1
+
+
+def test_log_settings_extremes_are_valid() -> None:
+    config = Config(binlog_dir="relative/dir", fsync_ms=0, no_fsync=True, segment_size=1)
+    assert (config.binlog_dir, config.fsync_ms, config.no_fsync) == ("relative/dir", 0, True)
+    assert config.segment_size == 1  # the server rounds it up to what a job needs
+    assert Config(skip_corrupt=True).skip_corrupt is True
+
+
+def test_binlog_dir_accepts_a_path_and_keeps_a_string(tmp_path: Path) -> None:
+    config = Config(binlog_dir=tmp_path)  # type: ignore[arg-type]
+    assert config.binlog_dir == str(tmp_path)
+    assert isinstance(config.binlog_dir, str)
+    assert config == Config(binlog_dir=str(tmp_path))
 
 
 def test_max_job_size_at_the_limit_is_kept_without_warning() -> None:
@@ -180,11 +237,46 @@ def test_from_env_reads_every_variable() -> None:
         "BEANPOLE_USER": "nobody",
         "BEANPOLE_VERBOSE": "2",
         "BEANPOLE_THREADS": " 4 ",
+        "BEANPOLE_BINLOG_DIR": "/var/lib/beanpole",
+        "BEANPOLE_FSYNC_MS": "0",
+        "BEANPOLE_NO_FSYNC": "true",
+        "BEANPOLE_SEGMENT_SIZE": "65536",
+        "BEANPOLE_SKIP_CORRUPT": "1",
         "UNRELATED": "x",
     }
     assert Config.from_env(environ) == Config(
-        listen="::1", port=0, max_job_size=1234, user="nobody", verbose=2, threads=4
+        listen="::1",
+        port=0,
+        max_job_size=1234,
+        user="nobody",
+        verbose=2,
+        threads=4,
+        binlog_dir="/var/lib/beanpole",
+        fsync_ms=0,
+        no_fsync=True,
+        segment_size=65536,
+        skip_corrupt=True,
     )
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("1", True),
+        ("true", True),
+        ("True", True),
+        (" yes ", True),
+        ("on", True),
+        ("0", False),
+        ("false", False),
+        ("NO", False),
+        ("off", False),
+    ],
+)
+def test_from_env_boolean_spellings(raw: str, value: bool) -> None:
+    config = Config.from_env({"BEANPOLE_NO_FSYNC": raw, "BEANPOLE_SKIP_CORRUPT": raw})
+    assert config.no_fsync is value
+    assert config.skip_corrupt is value
 
 
 def test_from_env_with_nothing_set_gives_the_defaults() -> None:
@@ -211,6 +303,12 @@ def test_from_env_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> Non
         ("BEANPOLE_VERBOSE", "yes", "must be an integer"),
         ("BEANPOLE_THREADS", "-2", "at least 0"),
         ("BEANPOLE_LISTEN", "localhost", "IPv4 address"),
+        ("BEANPOLE_FSYNC_MS", "50ms", "must be an integer, got '50ms'"),
+        ("BEANPOLE_FSYNC_MS", "-1", "at least 0"),
+        ("BEANPOLE_SEGMENT_SIZE", "10M", "must be an integer"),
+        ("BEANPOLE_SEGMENT_SIZE", "0", "at least 1"),
+        ("BEANPOLE_NO_FSYNC", "maybe", "must be true or false (1/0, yes/no, on/off), got 'maybe'"),
+        ("BEANPOLE_SKIP_CORRUPT", "2", "must be true or false"),
     ],
 )
 def test_from_env_errors_name_the_variable(variable: str, value: str, fragment: str) -> None:
@@ -235,10 +333,20 @@ def test_from_toml_with_a_beanpole_table(tmp_path: Path) -> None:
     path = write(
         tmp_path,
         '[beanpole]\nlisten = "0.0.0.0"\nport = 11301\nmax_job_size = 100\n'
-        'user = "nobody"\nverbose = 1\nthreads = 2\n',
+        'user = "nobody"\nverbose = 1\nthreads = 2\nbinlog_dir = "/srv/log"\nfsync_ms = 0\n'
+        "no_fsync = false\nsegment_size = 1048576\nskip_corrupt = true\n",
     )
     assert Config.from_toml(path) == Config(
-        listen="0.0.0.0", port=11301, max_job_size=100, user="nobody", verbose=1, threads=2
+        listen="0.0.0.0",
+        port=11301,
+        max_job_size=100,
+        user="nobody",
+        verbose=1,
+        threads=2,
+        binlog_dir="/srv/log",
+        fsync_ms=0,
+        segment_size=1048576,
+        skip_corrupt=True,
     )
 
 
@@ -261,7 +369,8 @@ def test_from_toml_empty_file_gives_the_defaults(tmp_path: Path) -> None:
     [
         ("prot = 1\n", "unknown key 'prot' at the top level (did you mean 'port'?)"),
         ("[beanpole]\nmax-job-size = 1\n", "unknown key 'max-job-size' in the [beanpole] table"),
-        ("[beanpole]\nbinlog_dir = '/x'\n", "unknown key 'binlog_dir'"),
+        ("[beanpole]\nbinlog-dir = '/x'\n", "unknown key 'binlog-dir'"),
+        ("binlog = '/x'\n", "unknown key 'binlog' at the top level (did you mean 'binlog_dir'?)"),
         ("port = 1\n[beanpole]\nlisten = '::1'\n", "port must go inside the [beanpole] table"),
         ("beanpole = 3\n", "'beanpole' must be a table"),
         ("port = \n", "not valid TOML"),
@@ -288,6 +397,9 @@ def test_from_toml_unknown_key_lists_the_known_ones(tmp_path: Path) -> None:
         ("port = true\n", "must be an integer, got True"),
         ("max_job_size = -1\n", "at least 0"),
         ("listen = 'localhost'\n", "IPv4 address"),
+        ("no_fsync = 'yes'\n", "must be true or false, got 'yes'"),
+        ("segment_size = 0\n", "at least 1"),
+        ("binlog_dir = ''\n", "must be a directory path"),
     ],
 )
 def test_from_toml_value_errors_name_key_and_file(tmp_path: Path, text: str, fragment: str) -> None:
@@ -362,6 +474,16 @@ def test_load_errors_name_the_source(
         Config.load(config_file=path, environ=environ, flags=flags)
     assert str(info.value).startswith(f"invalid {source}")
     assert info.value.field == "port"
+
+
+def test_load_log_settings_precedence(tmp_path: Path) -> None:
+    path = write(tmp_path, "binlog_dir = '/from/file'\nfsync_ms = 10\nsegment_size = 4096\n")
+    environ = {"BEANPOLE_BINLOG_DIR": "/from/env", "BEANPOLE_FSYNC_MS": "20"}
+    config = Config.load(config_file=path, environ=environ, flags={"fsync_ms": 0})
+    assert config.binlog_dir == "/from/env"
+    assert config.fsync_ms == 0
+    assert config.segment_size == 4096
+    assert config.no_fsync is False
 
 
 def test_load_unknown_flag_setting() -> None:

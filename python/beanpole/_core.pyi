@@ -1,8 +1,16 @@
 """Type stubs for the native module built from rust/python."""
 
-from typing import final
+import os
+from typing import Any, final
 
-__all__ = ["ServerHandle", "__version__"]
+__all__ = [
+    "ServerHandle",
+    "__version__",
+    "binlog_compact",
+    "binlog_dump",
+    "binlog_import",
+    "binlog_verify",
+]
 
 __version__: str
 
@@ -22,12 +30,23 @@ class ServerHandle:
         max_job_size: int,
         verbose: int = 0,
         threads: int = 0,
+        binlog_dir: str | os.PathLike[str] | None = None,
+        fsync_ms: int | None = None,
+        no_fsync: bool = False,
+        segment_size: int = 10485760,
+        skip_corrupt: bool = False,
     ) -> ServerHandle:
         """Bind the listener and start serving; return once the socket is bound.
 
         ``listen`` is an IPv4 or IPv6 address or ``unix:/path``. ``port`` 0 picks a
         free port. Raises ``OSError`` when the address cannot be bound and
         ``ValueError`` for an address or setting that makes no sense.
+
+        With ``binlog_dir`` the server keeps a write-ahead log there (``-b``):
+        ``fsync_ms`` None is the default (50 ms), 0 syncs before every reply, and
+        ``no_fsync`` never syncs (``-F``); ``segment_size`` is ``-s``. An unusable
+        directory (locked by another server, holding beanstalkd binlog files,
+        corrupt) raises ``OSError``.
         """
 
     @property
@@ -48,4 +67,22 @@ class ServerHandle:
         """Block (without the GIL) until the server stops; True if it has stopped."""
 
     def stats(self) -> dict[str, _StatValue]:
-        """The values of the ``stats`` command, keyed as on the wire."""
+        """The values of the ``stats`` command, keyed as on the wire; with a log also
+        ``log-failing`` (writes or fsyncs failing now) and ``log-errors`` (seen so far)."""
+
+
+_Path = str | os.PathLike[str]
+
+def binlog_dump(dir: _Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every record of the log in ``dir`` (dicts with segment, offset, kind, id and the
+    record's fields), and the problems that stopped reading."""
+
+def binlog_verify(dir: _Path) -> dict[str, Any]:
+    """Replay without changing anything: segments, records, jobs, next_id, warnings.
+    Raises ``OSError`` where a server would refuse to start."""
+
+def binlog_compact(dir: _Path, segment_size: int = 10485760) -> tuple[int, int]:
+    """Rewrite live jobs into fresh segments: (jobs kept, segments removed)."""
+
+def binlog_import(src: _Path, dst: _Path, segment_size: int = 10485760) -> tuple[int, list[str]]:
+    """Convert a beanstalkd binlog directory: (jobs written, warnings)."""

@@ -1,12 +1,14 @@
 """The ``beanpole`` command.
 
-``beanpole serve`` takes beanstalkd's flags (``-l -p -z -u -V -v``) plus ``-c/--config`` and
-``--threads``; every setting can also come from a ``BEANPOLE_*`` environment variable or a
-TOML file. Defaults and validation live in :mod:`beanpole.config`, never here.
+``beanpole serve`` takes beanstalkd's flags (``-l -p -z -u -V -v``, and ``-b -f -F -s`` for
+the write-ahead log) plus ``-c/--config``, ``--threads`` and ``--skip-corrupt``; every setting
+can also come from a ``BEANPOLE_*`` environment variable or a TOML file. Defaults and
+validation live in :mod:`beanpole.config`, never here.
 
 Exit status: 0 after a clean stop, 2 for a usage error (unknown flag, malformed or
-out-of-range flag value), 1 with a one-line message for anything else that prevents
-serving (address in use, bad environment variable or config file, unknown user).
+out-of-range flag value, ``-f`` with ``-F``), 1 with a one-line message for anything else
+that prevents serving (address in use, bad environment variable or config file, unknown
+user, a log directory that is locked, corrupt or holds beanstalkd binlog files).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from beanpole.binlog import binlog
 from beanpole.config import CONFIG_FILE_ENV, Config, ConfigError, env_var, help_text
 from beanpole.server import Server, ServerError
 
@@ -29,7 +32,19 @@ _CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 _DEFAULTS = Config()
 
 # Settings of ``serve`` that map one-to-one onto Config fields.
-_SETTINGS = ("listen", "port", "max_job_size", "user", "verbose", "threads")
+_SETTINGS = (
+    "listen",
+    "port",
+    "max_job_size",
+    "user",
+    "verbose",
+    "threads",
+    "binlog_dir",
+    "fsync_ms",
+    "no_fsync",
+    "segment_size",
+    "skip_corrupt",
+)
 
 
 def _version() -> str:
@@ -51,7 +66,7 @@ def _help(name: str, default: str | None = None) -> str:
     """Help text of a Config field, with its default (read from Config) and its variable."""
     if default is None:
         value = getattr(_DEFAULTS, name)
-        default = None if value is None else str(value)
+        default = None if value is None or isinstance(value, bool) else str(value)
     extra = f"default: {default}; " if default is not None else ""
     return f"{help_text(name)}  [{extra}env: {env_var(name)}]"
 
@@ -84,7 +99,13 @@ Use -l 0.0.0.0 to listen on all IPv4 interfaces (or -l :: for IPv6).
 \b
 Precedence: flag > BEANPOLE_* environment variable > --config file > default.
 The TOML file holds the settings under [beanpole] (or at the top level) with
-the field names: listen, port, max_job_size, user, verbose, threads.
+the field names: listen, port, max_job_size, user, verbose, threads,
+binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt.
+
+\b
+Write-ahead log: with -b DIR every change to the jobs is logged in DIR and
+the jobs are back after a restart. -f 0 puts every change on disk before
+its reply; -F never syncs. -f and -F cannot be used together.
 
 \b
 Signals: SIGTERM and SIGINT stop the server cleanly; SIGUSR1 enters drain
@@ -121,6 +142,17 @@ mode (every put is then answered DRAINING).
     help=f"Read settings from this TOML file.  [env: {CONFIG_FILE_ENV}]",
 )
 @click.option("--threads", type=int, metavar="N", help=_help("threads"))
+@click.option(
+    "-b",
+    "--binlog-dir",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help=_help("binlog_dir", "none (jobs live in memory only)"),
+)
+@click.option("-f", "--fsync-ms", type=int, metavar="MS", help=_help("fsync_ms"))
+@click.option("-F", "--no-fsync", is_flag=True, help=_help("no_fsync"))
+@click.option("-s", "--segment-size", type=int, metavar="BYTES", help=_help("segment_size"))
+@click.option("--skip-corrupt", is_flag=True, help=_help("skip_corrupt"))
 @click.pass_context
 def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> None:
     """Run a server until SIGTERM or SIGINT."""
@@ -129,11 +161,21 @@ def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> Non
         for name in _SETTINGS
         if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
     }
+    if "fsync_ms" in flags:
+        if flags.get("no_fsync"):
+            raise click.UsageError(
+                "-f/--fsync-ms and -F/--no-fsync cannot be used together", ctx=ctx
+            )
+        # -f turns syncing on, as in beanstalkd, whatever the environment or file say.
+        flags["no_fsync"] = False
     config = _load_config(ctx, config_file, flags)
     server = Server(config)
     try:
         server.serve_forever(on_ready=_report_listening, on_signal=_report_signal)
     except OSError as err:
+        if err.errno is None:
+            # Not a socket error: the write-ahead log directory cannot be used.
+            raise click.ClickException(str(err)) from None
         reason = err.strerror or str(err)
         where = _describe_listen(config)
         if _listened(server) or where in reason:
@@ -184,6 +226,9 @@ def _report_signal(sig: signal.Signals) -> None:
 def _say(line: str) -> None:
     click.echo(line, err=True)
     sys.stderr.flush()
+
+
+cli.add_command(binlog)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

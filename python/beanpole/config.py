@@ -8,8 +8,8 @@ environment > TOML file > default. Every value is checked when the object is cre
 
 Each setting is one dataclass field; its metadata names the command-line flag and carries
 the help text, and its environment variable is ``BEANPOLE_`` + the upper-cased field name.
-Adding a setting (the write-ahead-log ones come next) means adding one field, one entry in
-:class:`ConfigChanges` and its check in ``__post_init__``.
+Adding a setting means adding one field, one entry in :class:`ConfigChanges`, its check in
+``__post_init__`` and its parser for the environment.
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ _ENV_PREFIX: Final = "BEANPOLE_"
 #: Environment variable naming a TOML file, read by :meth:`Config.load`.
 CONFIG_FILE_ENV: Final = "BEANPOLE_CONFIG"
 _TOML_TABLE: Final = "beanpole"
+#: beanstalkd's default segment size (``-s``), 10 MiB.
+DEFAULT_SEGMENT_SIZE: Final = 10 * 1024 * 1024
+#: The largest value the native layer takes for an integer setting (a signed 64-bit one).
+_INT64_MAX: Final = (1 << 63) - 1
 
 _T = TypeVar("_T")
 
@@ -86,6 +90,11 @@ class ConfigChanges(TypedDict, total=False):
     user: str | None
     verbose: int
     threads: int
+    binlog_dir: str | None
+    fsync_ms: int
+    no_fsync: bool
+    segment_size: int
+    skip_corrupt: bool
 
 
 def _setting(default: _T, *, flag: str, doc: str) -> _T:
@@ -127,7 +136,34 @@ class Config:
         flag="--threads",
         doc="Worker threads; 0 means one per CPU core.",
     )
-    # Write-ahead log settings (binlog_dir, fsync_ms, no_fsync, segment_size) go here.
+    binlog_dir: str | None = _setting(
+        None,
+        flag="-b/--binlog-dir",
+        doc="Keep a write-ahead log in this directory, so that jobs survive a restart.",
+    )
+    fsync_ms: int = _setting(
+        50,
+        flag="-f/--fsync-ms",
+        doc="Sync the log to disk at most this many milliseconds after a change; "
+        "0 syncs before every reply.",
+    )
+    no_fsync: bool = _setting(
+        False,
+        flag="-F/--no-fsync",
+        doc="Never sync the log to disk (the operating system writes it when it chooses).",
+    )
+    segment_size: int = _setting(
+        DEFAULT_SEGMENT_SIZE,
+        flag="-s/--segment-size",
+        doc="Size in bytes of each log file (segment); raised if a job of the maximum "
+        "size would not fit.",
+    )
+    skip_corrupt: bool = _setting(
+        False,
+        flag="--skip-corrupt",
+        doc="Start even if the log has corrupt records in the middle, dropping them "
+        "(with a warning); without it such a log stops the server from starting.",
+    )
 
     def __post_init__(self) -> None:
         _check_listen(self.listen)
@@ -145,6 +181,13 @@ class Config:
             raise ConfigError(f"must be a user name or None, got {self.user!r}", field="user")
         _check_int("verbose", self.verbose, low=0)
         _check_int("threads", self.threads, low=0, hint=" (0 means one per CPU core)")
+        if isinstance(self.binlog_dir, os.PathLike):
+            object.__setattr__(self, "binlog_dir", os.fspath(self.binlog_dir))
+        _check_binlog_dir(self.binlog_dir)
+        _check_int("fsync_ms", self.fsync_ms, low=0, high=_INT64_MAX)
+        _check_bool("no_fsync", self.no_fsync)
+        _check_int("segment_size", self.segment_size, low=1, high=_INT64_MAX)
+        _check_bool("skip_corrupt", self.skip_corrupt)
 
     # -- building -----------------------------------------------------------------------
 
@@ -246,8 +289,29 @@ def _check_int(
     if not isinstance(value, int) or isinstance(value, bool):
         raise ConfigError(f"must be an integer, got {value!r}", field=name)
     if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        if high is None or (high == _INT64_MAX and value < low):
+            bound = f"at least {low}"
+        elif high == _INT64_MAX:
+            bound = f"at most {high}"
+        else:
+            bound = f"between {low} and {high}"
         raise ConfigError(f"must be {bound}{hint}, got {value}", field=name)
+
+
+def _check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"must be true or false, got {value!r}", field=name)
+
+
+def _check_binlog_dir(value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise ConfigError(f"must be a directory path or None, got {value!r}", field="binlog_dir")
+    if not value:
+        raise ConfigError("must be a directory path, got an empty string", field="binlog_dir")
+    if "\0" in value:
+        raise ConfigError("directory path contains a NUL byte", field="binlog_dir")
 
 
 def _check_listen(value: object) -> None:
@@ -299,8 +363,24 @@ def _build(cls: type[Config], values: Mapping[str, Any], sources: Mapping[str, s
 # -- sources ----------------------------------------------------------------------------
 
 
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+_FALSE: Final = frozenset({"0", "false", "no", "off"})
+
+
 def _parse_int(raw: str) -> int:
-    return int(raw.strip(), 10)
+    try:
+        return int(raw.strip(), 10)
+    except ValueError:
+        raise ValueError(f"must be an integer, got {raw!r}") from None
+
+
+def _parse_bool(raw: str) -> bool:
+    word = raw.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ValueError(f"must be true or false (1/0, yes/no, on/off), got {raw!r}")
 
 
 def _parse_str(raw: str) -> str:
@@ -314,6 +394,11 @@ _ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "user": _parse_str,
     "verbose": _parse_int,
     "threads": _parse_int,
+    "binlog_dir": _parse_str,
+    "fsync_ms": _parse_int,
+    "no_fsync": _parse_bool,
+    "segment_size": _parse_int,
+    "skip_corrupt": _parse_bool,
 }
 
 
@@ -330,8 +415,8 @@ def _env_values(
             continue
         try:
             values[name] = parse(raw)
-        except ValueError:
-            raise ConfigError(f"must be an integer, got {raw!r}", field=name, source=var) from None
+        except ValueError as err:
+            raise ConfigError(str(err), field=name, source=var) from None
         sources[name] = var
     return values, sources
 

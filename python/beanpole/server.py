@@ -61,8 +61,10 @@ class Server:
         """Bind the socket and start serving; return once clients can connect.
 
         Raises :class:`OSError` if the address cannot be bound (e.g. the port is in use)
-        and :class:`ServerError` if the server was already started, or if ``user`` is set
-        and the process cannot become that user (the server is then stopped again).
+        or the write-ahead log directory cannot be used (held by another server, holding
+        beanstalkd binlog files, corrupt), and :class:`ServerError` if the server was
+        already started, or if ``user`` is set and the process cannot become that user
+        (the server is then stopped again).
         """
         with self._lock:
             if self._stopping:
@@ -288,7 +290,16 @@ def _start_native(cfg: Config) -> ServerHandle:
             "build it with `maturin develop` or install a beanpole wheel"
         ) from err
     return _core.ServerHandle.start(
-        cfg.listen, cfg.port, cfg.max_job_size, cfg.verbose, cfg.threads
+        cfg.listen,
+        cfg.port,
+        cfg.max_job_size,
+        cfg.verbose,
+        cfg.threads,
+        binlog_dir=cfg.binlog_dir,
+        fsync_ms=cfg.fsync_ms,
+        no_fsync=cfg.no_fsync,
+        segment_size=cfg.segment_size,
+        skip_corrupt=cfg.skip_corrupt,
     )
 
 

@@ -13,6 +13,7 @@ pub mod protocol;
 pub mod server;
 pub mod stats;
 pub mod store;
+pub mod wal;
 
 /// This crate's version, reported as `version` in stats.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

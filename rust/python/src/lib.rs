@@ -3,11 +3,14 @@
 //! Only this crate depends on pyo3. It exposes [`PyServerHandle`] over the engine's
 //! `ServerHandle`; every call that can block (start, stop, wait) releases the GIL.
 
+mod binlog;
+
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use beanpole_engine::server::{BoundAddr, ListenAddr, ServerConfig, ServerError, ServerHandle};
 use beanpole_engine::stats::StatValue;
+use beanpole_engine::wal::{FsyncPolicy, LogConfig};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -30,6 +33,7 @@ fn to_py_err(e: ServerError) -> PyErr {
             PyOSError::new_err((errno, format!("cannot listen on {addr}: {source}")))
         }
         ServerError::Invalid(msg) => PyValueError::new_err(msg),
+        ServerError::Log(e) => PyOSError::new_err(e.to_string()),
         ServerError::Runtime(e) => PyRuntimeError::new_err(format!("cannot start the server: {e}")),
     }
 }
@@ -44,7 +48,12 @@ impl PyServerHandle {
 #[pymethods]
 impl PyServerHandle {
     #[staticmethod]
-    #[pyo3(signature = (listen, port, max_job_size, verbose = 0, threads = 0))]
+    #[pyo3(signature = (
+        listen, port, max_job_size, verbose = 0, threads = 0,
+        binlog_dir = None, fsync_ms = None, no_fsync = false,
+        segment_size = 10485760, skip_corrupt = false,
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn start(
         py: Python<'_>,
         listen: &str,
@@ -52,6 +61,11 @@ impl PyServerHandle {
         max_job_size: i64,
         verbose: i64,
         threads: i64,
+        binlog_dir: Option<std::path::PathBuf>,
+        fsync_ms: Option<i64>,
+        no_fsync: bool,
+        segment_size: i64,
+        skip_corrupt: bool,
     ) -> PyResult<PyServerHandle> {
         let port = u16::try_from(port)
             .map_err(|_| PyValueError::new_err(format!("port {port} is not in 0..=65535")))?;
@@ -63,11 +77,47 @@ impl PyServerHandle {
         let threads = usize::try_from(threads)
             .map_err(|_| PyValueError::new_err(format!("threads {threads} must be 0 or more")))?;
         let listen = ListenAddr::parse(listen, port).map_err(PyValueError::new_err)?;
+        let log = match binlog_dir {
+            None => None,
+            Some(dir) => {
+                let fsync = if no_fsync {
+                    FsyncPolicy::Never
+                } else {
+                    match fsync_ms {
+                        None => beanpole_engine::wal::DEFAULT_FSYNC,
+                        Some(0) => FsyncPolicy::Always,
+                        Some(ms) => FsyncPolicy::Every(Duration::from_millis(
+                            u64::try_from(ms).map_err(|_| {
+                                PyValueError::new_err(format!(
+                                    "fsync interval {ms} ms must be 0 or more"
+                                ))
+                            })?,
+                        )),
+                    }
+                };
+                let segment_size = u64::try_from(segment_size)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "segment size {segment_size} must be positive"
+                        ))
+                    })?;
+                Some(LogConfig {
+                    dir,
+                    fsync,
+                    segment_size,
+                    skip_corrupt,
+                    faults: None,
+                })
+            }
+        };
         let config = ServerConfig {
             listen,
             max_job_size,
             verbose: u8::try_from(verbose.clamp(0, 255)).unwrap_or(u8::MAX),
             threads,
+            log,
         };
         let handle = py
             .detach(|| ServerHandle::start(config))
@@ -154,6 +204,11 @@ impl PyServerHandle {
                 StatValue::Time(s, us) => dict.set_item(key, s as f64 + us as f64 / 1e6)?,
             }
         }
+        // Not part of the wire stats (which stay byte-exact): the log's health.
+        if let Some(Some((failing, errors))) = self.with(ServerHandle::log_health) {
+            dict.set_item("log-failing", failing)?;
+            dict.set_item("log-errors", errors)?;
+        }
         Ok(dict)
     }
 }
@@ -162,5 +217,9 @@ impl PyServerHandle {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", beanpole_engine::VERSION)?;
     m.add_class::<PyServerHandle>()?;
+    m.add_function(wrap_pyfunction!(binlog::binlog_dump, m)?)?;
+    m.add_function(wrap_pyfunction!(binlog::binlog_verify, m)?)?;
+    m.add_function(wrap_pyfunction!(binlog::binlog_compact, m)?)?;
+    m.add_function(wrap_pyfunction!(binlog::binlog_import, m)?)?;
     Ok(())
 }

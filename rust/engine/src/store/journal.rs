@@ -1,0 +1,263 @@
+//! Journaling store changes, restoring the store from a log, and compaction.
+//!
+//! Every change that matters after a restart makes one record: put (a full
+//! snapshot), reserve, release (with any delay, including 0), bury (with its place
+//! in the buried order), kick, TTR timeout and delete. Touch, delay expiry and pause
+//! do not: after a restart a reserved job is ready again, a due delay has ended,
+//! and pauses are not kept (as in beanstalkd).
+
+use super::job::{Job, JobState};
+use super::log::StoreLog;
+use super::{PutRefused, Store, SECOND};
+use crate::wal::format::{job_record_len, JobRecord, Record, StoredState};
+use crate::wal::OpenedLog;
+
+/// Live jobs moved per compaction step, so one step never holds the lock long.
+const MOVES_PER_STEP: usize = 64;
+/// Job-table slots looked at per compaction step.
+const SCAN_PER_STEP: u32 = 4096;
+
+/// The `binlog-*` values of stats.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogStats {
+    pub oldest_index: u64,
+    pub current_index: u64,
+    pub records_migrated: u64,
+    pub records_written: u64,
+    pub max_size: u64,
+}
+
+impl Store {
+    /// Take over an opened log: bring back its jobs and journal from now on.
+    pub fn attach_log(&mut self, opened: &OpenedLog, now: u64) {
+        let mut log = StoreLog::new(opened, now);
+        let recovered = &opened.recovered;
+        self.next_id = self.next_id.max(recovered.next_id);
+        self.seq = self.seq.max(recovered.max_bury_seq);
+        let mut buried: Vec<(u64, u32)> = Vec::new();
+        for r in &recovered.jobs {
+            let j = &r.job;
+            let tube = self.tubes.find_or_create(&j.tube);
+            self.tubes.get_mut(tube).jobs_ct += 1;
+            let mut body = j.body.clone();
+            body.extend_from_slice(b"\r\n");
+            log.recovered_job(job_record_len(j.tube.len(), j.body.len()) as u64);
+            let slot = self.jobs.insert(Job {
+                id: j.id,
+                body: body.into(),
+                created: log.mono(j.created),
+                deadline: 0,
+                pri: j.pri,
+                delay: j.delay,
+                ttr: j.ttr.max(1),
+                tube,
+                pos: 0,
+                reserver: u32::MAX,
+                reserves: j.reserves,
+                timeouts: j.timeouts,
+                releases: j.releases,
+                buries: j.buries,
+                kicks: j.kicks,
+                home: r.home as u32,
+                state: JobState::Ready,
+            });
+            match j.state {
+                StoredState::Ready | StoredState::Reserved => self.make_ready(slot, now),
+                StoredState::Delayed => self.make_delayed(slot, log.mono(j.ready_at).max(now)),
+                StoredState::Buried => buried.push((j.bury_seq, slot)),
+            }
+        }
+        buried.sort_unstable();
+        for (seq, slot) in buried {
+            if let Some(job) = self.jobs.get_mut(slot) {
+                job.state = JobState::Buried;
+                job.deadline = seq;
+                let tube = job.tube;
+                self.tubes.get_mut(tube).buried.insert(seq, slot);
+                self.counts.buried += 1;
+            }
+        }
+        log.note_next_id(self.next_id);
+        self.log = Some(log);
+    }
+
+    /// Whether a log is attached.
+    pub fn has_log(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// The `binlog-*` stats (all zero but the size without a log).
+    pub fn log_stats(&self) -> Option<LogStats> {
+        self.log.as_ref().map(|l| LogStats {
+            oldest_index: l.oldest(),
+            current_index: l.current(),
+            records_migrated: l.records_migrated,
+            records_written: l.records_written,
+            max_size: l.segment_size(),
+        })
+    }
+
+    /// The log position of everything journaled so far.
+    pub fn log_position(&self) -> Option<u64> {
+        self.log.as_ref().map(StoreLog::position)
+    }
+
+    /// Hand this batch's records to the writer; the position replies wait for.
+    pub fn flush_log(&mut self) -> Option<u64> {
+        let next_id = self.next_id;
+        self.log.as_ref()?.note_next_id(next_id);
+        self.maintain_log();
+        self.log.as_mut()?.flush()
+    }
+
+    /// The log's current end position (what a reply waits for to cover everything
+    /// done so far).
+    pub fn log_pipe(&self) -> Option<&std::sync::Arc<crate::wal::writer::LogPipe>> {
+        self.log.as_ref().map(StoreLog::pipe)
+    }
+
+    pub(super) fn journal(&mut self, record: Record) {
+        if let Some(log) = self.log.as_mut() {
+            log.append(&record);
+        }
+    }
+
+    pub(super) fn admit_put(&self, tube: u32, body_len: usize) -> Result<(), PutRefused> {
+        match &self.log {
+            None => Ok(()),
+            Some(log) => {
+                let len = job_record_len(self.tubes.get(tube).name.len(), body_len);
+                log.admit(len).map_err(|_| PutRefused::NoSpace)
+            }
+        }
+    }
+
+    fn snapshot(&self, slot: u32, log: &StoreLog) -> Option<Record> {
+        let job = self.jobs.get(slot)?;
+        let state = match job.state {
+            JobState::Ready => StoredState::Ready,
+            JobState::Delayed => StoredState::Delayed,
+            JobState::Buried => StoredState::Buried,
+            JobState::Reserved => StoredState::Reserved,
+        };
+        let ready_at = if job.state == JobState::Delayed {
+            log.wall(job.deadline)
+        } else {
+            0
+        };
+        let bury_seq = if job.state == JobState::Buried {
+            job.deadline
+        } else {
+            0
+        };
+        Some(Record::Job(JobRecord {
+            id: job.id,
+            pri: job.pri,
+            delay: job.delay,
+            ttr: job.ttr,
+            state,
+            created: log.wall(job.created),
+            ready_at,
+            bury_seq,
+            reserves: job.reserves,
+            timeouts: job.timeouts,
+            releases: job.releases,
+            buries: job.buries,
+            kicks: job.kicks,
+            tube: self.tubes.get(job.tube).name.to_vec(),
+            body: job.body[..job.body_len()].to_vec(),
+        }))
+    }
+
+    /// A new job (called before it is placed in a queue, so its state is ready; a
+    /// delayed put is stored with its ready time).
+    pub(super) fn journal_put(&mut self, slot: u32, now: u64) {
+        let Some(mut log) = self.log.take() else {
+            return;
+        };
+        if let Some(Record::Job(mut rec)) = self.snapshot(slot, &log) {
+            if rec.delay > 0 {
+                rec.state = StoredState::Delayed;
+                rec.ready_at = log.wall(now + u64::from(rec.delay) * SECOND);
+            }
+            let home = log.add_job(&Record::Job(rec));
+            if let Some(job) = self.jobs.get_mut(slot) {
+                job.home = home as u32;
+            }
+        }
+        self.log = Some(log);
+    }
+
+    pub(super) fn journal_release(&mut self, slot: u32, now: u64) {
+        let Some(job) = self.jobs.get(slot) else {
+            return;
+        };
+        let (id, pri, delay) = (job.id, job.pri, job.delay);
+        let Some(log) = self.log.as_mut() else { return };
+        let ready_at = if delay > 0 {
+            log.wall(now + u64::from(delay) * SECOND)
+        } else {
+            0
+        };
+        log.append(&Record::Release {
+            id,
+            pri,
+            delay,
+            ready_at,
+        });
+    }
+
+    pub(super) fn journal_bury(&mut self, slot: u32) {
+        let Some(job) = self.jobs.get(slot) else {
+            return;
+        };
+        let record = Record::Bury {
+            id: job.id,
+            pri: job.pri,
+            bury_seq: job.deadline,
+        };
+        self.journal(record);
+    }
+
+    pub(super) fn journal_delete(&mut self, slot: u32) {
+        let Some(job) = self.jobs.get(slot) else {
+            return;
+        };
+        let (id, home) = (job.id, u64::from(job.home));
+        let len = job_record_len(self.tubes.get(job.tube).name.len(), job.body_len()) as u64;
+        if let Some(log) = self.log.as_mut() {
+            log.delete_job(id, home, len);
+        }
+    }
+
+    /// One bounded step of compaction: drop emptied old segments, and when the
+    /// directory is more than twice the live data plus a segment, move the live
+    /// jobs of the oldest segment forward so it can go.
+    fn maintain_log(&mut self) {
+        let Some(mut log) = self.log.take() else {
+            return;
+        };
+        if let Some(oldest) = log.compact() {
+            let slots = self.jobs.slots();
+            let mut moved = 0;
+            let mut looked = 0;
+            while looked < SCAN_PER_STEP.min(slots) && moved < MOVES_PER_STEP {
+                let slot = log.scan_cursor % slots.max(1);
+                log.scan_cursor = log.scan_cursor.wrapping_add(1) % slots.max(1);
+                looked += 1;
+                let home = match self.jobs.get(slot) {
+                    Some(job) if u64::from(job.home) == oldest => job.home,
+                    _ => continue,
+                };
+                if let Some(rec) = self.snapshot(slot, &log) {
+                    let new_home = log.move_job(&rec, u64::from(home));
+                    if let Some(job) = self.jobs.get_mut(slot) {
+                        job.home = new_home as u32;
+                    }
+                    moved += 1;
+                }
+            }
+        }
+        self.log = Some(log);
+    }
+}

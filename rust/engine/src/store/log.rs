@@ -1,0 +1,253 @@
+//! The store's side of the write-ahead log: which segment and offset each record
+//! goes to, the space reserved for deletes, per-segment live counts for
+//! compaction, and the batch handed to the writer thread.
+//!
+//! Placement is decided here, under the store lock, because a job's segment (its
+//! `file` in stats-job) must be known when its record is made. The writer thread
+//! only writes bytes where it is told.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::wal::format::{Header, Record, DELETE_RECORD_LEN, HEADER_LEN};
+use crate::wal::writer::{segment_capacity, wall_now, LogPipe, Task};
+use crate::wal::OpenedLog;
+
+/// Bookkeeping for one log directory.
+#[derive(Debug)]
+pub struct StoreLog {
+    pipe: Arc<LogPipe>,
+    segment_size: u64,
+    /// Segment records go to now, and the offset of the next record in it.
+    current: u64,
+    offset: u64,
+    /// Bytes for `current` not yet handed to the writer, starting at `batch_at`.
+    batch: Vec<u8>,
+    batch_at: u64,
+    tasks: Vec<Task>,
+    /// Total bytes of records ever made: the log position replies wait for.
+    position: u64,
+    /// Segments on disk (oldest first) -> live jobs whose latest snapshot is there.
+    live: BTreeMap<u64, u64>,
+    /// Bytes kept free for the delete record of every live job.
+    reserved: u64,
+    /// Bytes of the latest snapshots of all live jobs.
+    live_bytes: u64,
+    pub records_written: u64,
+    pub records_migrated: u64,
+    next_id_hint: Arc<AtomicU64>,
+    /// Monotonic store time and wall time at the same instant, to convert.
+    mono_base: u64,
+    wall_base: i64,
+    /// Where the compaction scan of the job table goes on from.
+    pub scan_cursor: u32,
+}
+
+/// Not enough space is guaranteed on disk for this put (and its later delete).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoSpace;
+
+impl StoreLog {
+    pub fn new(opened: &OpenedLog, now: u64) -> StoreLog {
+        let mut live = BTreeMap::new();
+        for &(seq, _) in &opened.recovered.segments {
+            live.insert(seq, 0);
+        }
+        for j in &opened.recovered.jobs {
+            *live.entry(j.home).or_insert(0) += 1;
+        }
+        live.insert(opened.first_seq, 0);
+        let mut log = StoreLog {
+            pipe: Arc::clone(&opened.pipe),
+            segment_size: opened.segment_size,
+            current: opened.first_seq,
+            offset: HEADER_LEN as u64,
+            batch: Vec::new(),
+            batch_at: HEADER_LEN as u64,
+            tasks: Vec::new(),
+            position: 0,
+            live,
+            reserved: 0,
+            live_bytes: 0,
+            records_written: 0,
+            records_migrated: 0,
+            next_id_hint: Arc::clone(&opened.next_id_hint),
+            mono_base: now,
+            wall_base: wall_now(),
+            scan_cursor: 0,
+        };
+        let header = Header {
+            seq: log.current,
+            next_id: opened.recovered.next_id,
+            created: log.wall_base,
+        };
+        log.tasks.push(Task::Create(header));
+        log
+    }
+
+    /// Account for a job brought back by recovery (its snapshot already on disk).
+    pub fn recovered_job(&mut self, snapshot_len: u64) {
+        self.reserved += DELETE_RECORD_LEN as u64;
+        self.live_bytes += snapshot_len;
+    }
+
+    /// Wall-clock ns for a store time.
+    pub fn wall(&self, mono: u64) -> i64 {
+        self.wall_base + (mono as i64 - self.mono_base as i64)
+    }
+
+    /// Store time for a wall-clock ns (may lie before the server started).
+    pub fn mono(&self, wall: i64) -> u64 {
+        (self.mono_base as i64 + (wall - self.wall_base)).max(0) as u64
+    }
+
+    pub fn current(&self) -> u64 {
+        self.current
+    }
+
+    pub fn oldest(&self) -> u64 {
+        self.live.keys().next().copied().unwrap_or(self.current)
+    }
+
+    pub fn segment_size(&self) -> u64 {
+        self.segment_size
+    }
+
+    pub fn note_next_id(&self, next_id: u64) {
+        self.next_id_hint.store(next_id, Ordering::Relaxed);
+    }
+
+    /// Whether a put needing `len` bytes can be accepted: the log is healthy and
+    /// the space for it and for the delete of every live job (itself included) is
+    /// preallocated.
+    pub fn admit(&self, len: usize) -> Result<(), NoSpace> {
+        if self.pipe.failing() {
+            return Err(NoSpace);
+        }
+        let cap = segment_capacity(self.segment_size);
+        let spares = self
+            .pipe
+            .created
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.current);
+        let free = self.segment_size.saturating_sub(self.offset) + spares * cap;
+        let needed = self.reserved + (len + DELETE_RECORD_LEN) as u64;
+        let want = 1 + needed / cap.max(1);
+        self.pipe.want_spares.store(want, Ordering::Relaxed);
+        if free >= needed {
+            Ok(())
+        } else {
+            Err(NoSpace)
+        }
+    }
+
+    /// Append a record; returns the segment it went to.
+    pub fn append(&mut self, record: &Record) -> u64 {
+        let start = self.batch.len();
+        let len = record.encode(&mut self.batch) as u64;
+        if self.offset + len > self.segment_size {
+            let bytes = self.batch.split_off(start);
+            self.seal_batch();
+            self.current += 1;
+            self.pipe.current.store(self.current, Ordering::Relaxed);
+            self.live.entry(self.current).or_insert(0);
+            self.offset = HEADER_LEN as u64;
+            self.batch_at = self.offset;
+            self.batch = bytes;
+        }
+        self.offset += len;
+        self.position += len;
+        self.records_written += 1;
+        self.current
+    }
+
+    /// A new job's snapshot: reserves its delete's space and counts it live.
+    pub fn add_job(&mut self, record: &Record) -> u64 {
+        let before = self.position;
+        let home = self.append(record);
+        self.reserved += DELETE_RECORD_LEN as u64;
+        self.live_bytes += self.position - before;
+        *self.live.entry(home).or_insert(0) += 1;
+        home
+    }
+
+    /// A job is deleted: its delete record uses the space reserved for it.
+    pub fn delete_job(&mut self, id: u64, home: u64, snapshot_len: u64) {
+        self.append(&Record::Delete { id });
+        self.reserved = self.reserved.saturating_sub(DELETE_RECORD_LEN as u64);
+        self.live_bytes = self.live_bytes.saturating_sub(snapshot_len);
+        if let Some(n) = self.live.get_mut(&home) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// A live job's snapshot is written again (compaction); returns its new home.
+    pub fn move_job(&mut self, record: &Record, old_home: u64) -> u64 {
+        let home = self.append(record);
+        self.records_migrated += 1;
+        if let Some(n) = self.live.get_mut(&old_home) {
+            *n = n.saturating_sub(1);
+        }
+        *self.live.entry(home).or_insert(0) += 1;
+        home
+    }
+
+    fn seal_batch(&mut self) {
+        if !self.batch.is_empty() {
+            let bytes = std::mem::take(&mut self.batch);
+            let end = self.position;
+            self.tasks.push(Task::Write {
+                seq: self.current,
+                offset: self.batch_at,
+                bytes,
+                end,
+            });
+        }
+        self.batch_at = self.offset;
+    }
+
+    /// Drop segments that hold no live job and are older than every other one.
+    /// Returns the oldest segment that should be emptied by moving its jobs, if the
+    /// directory has grown past twice the live data plus one segment.
+    pub fn compact(&mut self) -> Option<u64> {
+        let mut noted = false;
+        while let Some((&seq, &n)) = self.live.iter().next() {
+            if seq >= self.current || n > 0 {
+                break;
+            }
+            if !noted {
+                // The removed segments may hold the records of the highest ids; the
+                // id floor goes on in the current segment so ids are never reused.
+                let next_id = self.next_id_hint.load(Ordering::Relaxed);
+                self.append(&Record::NextId { next_id });
+                noted = true;
+            }
+            self.live.remove(&seq);
+            self.tasks.push(Task::Remove(seq));
+        }
+        let on_disk = self.live.len() as u64 * self.segment_size;
+        let oldest = self.oldest();
+        (oldest < self.current && on_disk > 2 * self.live_bytes + self.segment_size)
+            .then_some(oldest)
+    }
+
+    /// Hand everything made since the last flush to the writer; returns the log
+    /// position the replies of this batch must wait for, if anything was made.
+    pub fn flush(&mut self) -> Option<u64> {
+        self.seal_batch();
+        if self.tasks.is_empty() {
+            return None;
+        }
+        self.pipe.submit(self.tasks.drain(..));
+        Some(self.position)
+    }
+
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    pub fn pipe(&self) -> &Arc<LogPipe> {
+        &self.pipe
+    }
+}

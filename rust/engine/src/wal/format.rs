@@ -1,0 +1,489 @@
+//! The on-disk format of beanpole's write-ahead log, version [`FORMAT_VERSION`].
+//!
+//! A log directory holds a `lock` file and segments named `NNNNNNNNNN.log` (the
+//! segment's sequence number, ten decimal digits). Every integer is little-endian.
+//!
+//! ```text
+//! segment header (HEADER_LEN = 40 bytes)
+//!   0  magic        8 bytes  "BEANPOLE"
+//!   8  version      u32      FORMAT_VERSION
+//!  12  header_len   u32      40
+//!  16  seq          u64      this segment's sequence number
+//!  24  next_id      u64      the server's next job id when the segment was started
+//!  32  created      i64      wall-clock time the segment was started, ns since 1970
+//! records, from offset 40, back to back:
+//!   0  len          u32      bytes of kind + payload (never 0)
+//!   4  crc          u32      CRC32C of the len field's 4 bytes, the kind and the payload
+//!   8  kind         u8
+//!   9  payload      len - 1 bytes
+//! ```
+//!
+//! Segments are preallocated with zeros, so a `len` of 0 marks the end of the
+//! written part. Record kinds and payloads:
+//!
+//! | kind | name    | payload |
+//! | ---- | ------- | ------- |
+//! | 1    | job     | id u64, pri u32, delay u32 (s), ttr u32 (s), state u8 (0 ready, 1 delayed, 2 buried, 3 reserved), created i64 (wall ns), ready_at i64 (wall ns, delayed jobs), bury_seq u64, reserves u32, timeouts u32, releases u32, buries u32, kicks u32, tube_len u16, tube, body_len u32, body (without CRLF) |
+//! | 2    | reserve | id u64 |
+//! | 3    | release | id u64, pri u32, delay u32 (s), ready_at i64 (wall ns) |
+//! | 4    | bury    | id u64, pri u32, bury_seq u64 |
+//! | 5    | kick    | id u64 |
+//! | 6    | timeout | id u64 |
+//! | 7    | delete  | id u64 |
+//! | 8    | next-id | next_id u64: the next job id, written before compaction removes segments |
+//!
+//! A `job` record is a full snapshot: written by put, and again when compaction
+//! moves a live job out of an old segment. The other kinds change one job. Replay
+//! applies records in segment order; a change to a job not (yet) known is ignored,
+//! because a later snapshot of it follows. Buried jobs are ordered by `bury_seq`.
+
+use thiserror::Error;
+
+/// The format version written into every segment header. Bump it whenever any
+/// layout above changes, and keep reading the old versions.
+pub const FORMAT_VERSION: u32 = 1;
+pub const MAGIC: &[u8; 8] = b"BEANPOLE";
+pub const HEADER_LEN: usize = 40;
+/// Bytes before a record's kind: len and crc.
+pub const FRAME_LEN: usize = 8;
+/// The largest record payload accepted when reading (a 1 GiB body plus fields).
+pub const MAX_RECORD: usize = (1 << 30) + 4096;
+/// Size on disk of a delete record (space for it is reserved for every live job).
+pub const DELETE_RECORD_LEN: usize = FRAME_LEN + 1 + 8;
+
+/// A job's state as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoredState {
+    Ready = 0,
+    Delayed = 1,
+    Buried = 2,
+    Reserved = 3,
+}
+
+/// A full job snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRecord {
+    pub id: u64,
+    pub pri: u32,
+    pub delay: u32,
+    pub ttr: u32,
+    pub state: StoredState,
+    pub created: i64,
+    pub ready_at: i64,
+    pub bury_seq: u64,
+    pub reserves: u32,
+    pub timeouts: u32,
+    pub releases: u32,
+    pub buries: u32,
+    pub kicks: u32,
+    pub tube: Vec<u8>,
+    pub body: Vec<u8>,
+}
+
+/// One log record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    Job(JobRecord),
+    Reserve {
+        id: u64,
+    },
+    Release {
+        id: u64,
+        pri: u32,
+        delay: u32,
+        ready_at: i64,
+    },
+    Bury {
+        id: u64,
+        pri: u32,
+        bury_seq: u64,
+    },
+    Kick {
+        id: u64,
+    },
+    Timeout {
+        id: u64,
+    },
+    Delete {
+        id: u64,
+    },
+    /// No job: the lowest id the server may hand out next.
+    NextId {
+        next_id: u64,
+    },
+}
+
+/// A segment header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub seq: u64,
+    pub next_id: u64,
+    pub created: i64,
+}
+
+/// Why bytes are not a valid header or record.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DecodeError {
+    #[error("not a beanpole log segment (bad magic)")]
+    BadMagic,
+    #[error("log format version {0} is not supported (this build reads version {FORMAT_VERSION})")]
+    Version(u32),
+    #[error("record runs past the end of the data")]
+    Truncated,
+    #[error("record checksum mismatch")]
+    Checksum,
+    #[error("record length {0} is impossible")]
+    Length(u32),
+    #[error("unknown record kind {0}")]
+    Kind(u8),
+    #[error("malformed record payload")]
+    Payload,
+}
+
+impl Header {
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut out = [0u8; HEADER_LEN];
+        out[..8].copy_from_slice(MAGIC);
+        out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
+        out[16..24].copy_from_slice(&self.seq.to_le_bytes());
+        out[24..32].copy_from_slice(&self.next_id.to_le_bytes());
+        out[32..40].copy_from_slice(&self.created.to_le_bytes());
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Header, DecodeError> {
+        if bytes.len() < HEADER_LEN {
+            return Err(DecodeError::Truncated);
+        }
+        if &bytes[..8] != MAGIC {
+            return Err(DecodeError::BadMagic);
+        }
+        let mut r = Reader(&bytes[8..]);
+        let version = r.u32()?;
+        if version != FORMAT_VERSION {
+            return Err(DecodeError::Version(version));
+        }
+        let _header_len = r.u32()?;
+        Ok(Header {
+            seq: r.u64()?,
+            next_id: r.u64()?,
+            created: r.i64()?,
+        })
+    }
+}
+
+impl Record {
+    /// Append the framed record to `out`; returns its length on disk.
+    pub fn encode(&self, out: &mut Vec<u8>) -> usize {
+        let start = out.len();
+        out.extend_from_slice(&[0u8; FRAME_LEN]);
+        match self {
+            Record::Job(j) => {
+                out.push(1);
+                out.extend_from_slice(&j.id.to_le_bytes());
+                out.extend_from_slice(&j.pri.to_le_bytes());
+                out.extend_from_slice(&j.delay.to_le_bytes());
+                out.extend_from_slice(&j.ttr.to_le_bytes());
+                out.push(j.state as u8);
+                out.extend_from_slice(&j.created.to_le_bytes());
+                out.extend_from_slice(&j.ready_at.to_le_bytes());
+                out.extend_from_slice(&j.bury_seq.to_le_bytes());
+                for c in [j.reserves, j.timeouts, j.releases, j.buries, j.kicks] {
+                    out.extend_from_slice(&c.to_le_bytes());
+                }
+                out.extend_from_slice(&(j.tube.len() as u16).to_le_bytes());
+                out.extend_from_slice(&j.tube);
+                out.extend_from_slice(&(j.body.len() as u32).to_le_bytes());
+                out.extend_from_slice(&j.body);
+            }
+            Record::Reserve { id } => id_record(out, 2, *id),
+            Record::Release {
+                id,
+                pri,
+                delay,
+                ready_at,
+            } => {
+                out.push(3);
+                out.extend_from_slice(&id.to_le_bytes());
+                out.extend_from_slice(&pri.to_le_bytes());
+                out.extend_from_slice(&delay.to_le_bytes());
+                out.extend_from_slice(&ready_at.to_le_bytes());
+            }
+            Record::Bury { id, pri, bury_seq } => {
+                out.push(4);
+                out.extend_from_slice(&id.to_le_bytes());
+                out.extend_from_slice(&pri.to_le_bytes());
+                out.extend_from_slice(&bury_seq.to_le_bytes());
+            }
+            Record::Kick { id } => id_record(out, 5, *id),
+            Record::Timeout { id } => id_record(out, 6, *id),
+            Record::Delete { id } => id_record(out, 7, *id),
+            Record::NextId { next_id } => id_record(out, 8, *next_id),
+        }
+        seal(out, start)
+    }
+
+    /// The id of the job the record is about.
+    pub fn id(&self) -> u64 {
+        match self {
+            Record::Job(j) => j.id,
+            Record::Reserve { id }
+            | Record::Release { id, .. }
+            | Record::Bury { id, .. }
+            | Record::Kick { id }
+            | Record::Timeout { id }
+            | Record::Delete { id } => *id,
+            Record::NextId { .. } => 0,
+        }
+    }
+
+    /// Decode the record at the start of `bytes`. `Ok(None)` is the end of the data
+    /// (a zero length); otherwise the record and its length on disk.
+    pub fn decode(bytes: &[u8]) -> Result<Option<(Record, usize)>, DecodeError> {
+        if bytes.len() < 4 {
+            return if bytes.iter().all(|&b| b == 0) {
+                Ok(None)
+            } else {
+                Err(DecodeError::Truncated)
+            };
+        }
+        let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        if len == 0 {
+            return Ok(None);
+        }
+        if len as usize > MAX_RECORD {
+            return Err(DecodeError::Length(len));
+        }
+        let total = FRAME_LEN + len as usize;
+        if bytes.len() < total {
+            return Err(DecodeError::Truncated);
+        }
+        let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+        let body = &bytes[FRAME_LEN..total];
+        if checksum(&bytes[..4], body) != crc {
+            return Err(DecodeError::Checksum);
+        }
+        let mut r = Reader(&body[1..]);
+        let record = match body[0] {
+            1 => {
+                let id = r.u64()?;
+                let (pri, delay, ttr) = (r.u32()?, r.u32()?, r.u32()?);
+                let state = match r.u8()? {
+                    0 => StoredState::Ready,
+                    1 => StoredState::Delayed,
+                    2 => StoredState::Buried,
+                    3 => StoredState::Reserved,
+                    _ => return Err(DecodeError::Payload),
+                };
+                let (created, ready_at, bury_seq) = (r.i64()?, r.i64()?, r.u64()?);
+                let (reserves, timeouts, releases, buries, kicks) =
+                    (r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u32()?);
+                let tube_len = r.u16()? as usize;
+                let tube = r.take(tube_len)?.to_vec();
+                let body_len = r.u32()? as usize;
+                let body = r.take(body_len)?.to_vec();
+                Record::Job(JobRecord {
+                    id,
+                    pri,
+                    delay,
+                    ttr,
+                    state,
+                    created,
+                    ready_at,
+                    bury_seq,
+                    reserves,
+                    timeouts,
+                    releases,
+                    buries,
+                    kicks,
+                    tube,
+                    body,
+                })
+            }
+            2 => Record::Reserve { id: r.u64()? },
+            3 => Record::Release {
+                id: r.u64()?,
+                pri: r.u32()?,
+                delay: r.u32()?,
+                ready_at: r.i64()?,
+            },
+            4 => Record::Bury {
+                id: r.u64()?,
+                pri: r.u32()?,
+                bury_seq: r.u64()?,
+            },
+            5 => Record::Kick { id: r.u64()? },
+            6 => Record::Timeout { id: r.u64()? },
+            7 => Record::Delete { id: r.u64()? },
+            8 => Record::NextId { next_id: r.u64()? },
+            k => return Err(DecodeError::Kind(k)),
+        };
+        if !r.0.is_empty() {
+            return Err(DecodeError::Payload);
+        }
+        Ok(Some((record, total)))
+    }
+}
+
+/// Length on disk of a job snapshot for this tube and body length.
+pub fn job_record_len(tube_len: usize, body_len: usize) -> usize {
+    FRAME_LEN + 1 + 8 + 4 * 3 + 1 + 8 * 3 + 4 * 5 + 2 + tube_len + 4 + body_len
+}
+
+fn id_record(out: &mut Vec<u8>, kind: u8, id: u64) {
+    out.push(kind);
+    out.extend_from_slice(&id.to_le_bytes());
+}
+
+/// Fill in len and crc of the record that starts at `start`.
+fn seal(out: &mut [u8], start: usize) -> usize {
+    let len = (out.len() - start - FRAME_LEN) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    let crc = checksum(&len.to_le_bytes(), &out[start + FRAME_LEN..]);
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    out.len() - start
+}
+
+fn checksum(len: &[u8], body: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(len), body)
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.0.len() < n {
+            return Err(DecodeError::Payload);
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(a))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn i64(&mut self) -> Result<i64, DecodeError> {
+        Ok(self.u64()? as i64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> JobRecord {
+        JobRecord {
+            id: 7,
+            pri: 1024,
+            delay: 5,
+            ttr: 60,
+            state: StoredState::Delayed,
+            created: 1_700_000_000_000_000_000,
+            ready_at: 1_700_000_005_000_000_000,
+            bury_seq: 0,
+            reserves: 1,
+            timeouts: 2,
+            releases: 3,
+            buries: 4,
+            kicks: 5,
+            tube: b"emails$(1)".to_vec(),
+            body: b"a\0b\r\nc".to_vec(),
+        }
+    }
+
+    #[test]
+    fn every_record_round_trips() {
+        let records = vec![
+            Record::Job(job()),
+            Record::Reserve { id: 1 },
+            Record::Release {
+                id: 2,
+                pri: 3,
+                delay: 4,
+                ready_at: -5,
+            },
+            Record::Bury {
+                id: 6,
+                pri: 7,
+                bury_seq: 8,
+            },
+            Record::Kick { id: 9 },
+            Record::Timeout { id: 10 },
+            Record::Delete { id: u64::MAX },
+            Record::NextId { next_id: 77 },
+        ];
+        let mut buf = Vec::new();
+        for r in &records {
+            let n = r.encode(&mut buf);
+            assert_eq!(n, buf.len() - buf[..buf.len() - n].len());
+        }
+        let mut at = 0;
+        for r in &records {
+            let (got, n) = Record::decode(&buf[at..]).ok().flatten().expect("a record");
+            assert_eq!(&got, r);
+            at += n;
+        }
+        assert_eq!(Record::decode(&[0, 0, 0, 0, 0]), Ok(None));
+        assert_eq!(
+            Record::Delete { id: 1 }.encode(&mut Vec::new()),
+            DELETE_RECORD_LEN
+        );
+        let j = job();
+        assert_eq!(
+            Record::Job(j.clone()).encode(&mut Vec::new()),
+            job_record_len(j.tube.len(), j.body.len())
+        );
+    }
+
+    #[test]
+    fn any_flipped_bit_is_detected() {
+        let mut buf = Vec::new();
+        Record::Job(job()).encode(&mut buf);
+        for i in 0..buf.len() {
+            for bit in 0..8 {
+                let mut bad = buf.clone();
+                bad[i] ^= 1 << bit;
+                if let Ok(Some((r, _))) = Record::decode(&bad) {
+                    panic!("flip at {i}/{bit} decoded as {r:?}");
+                }
+            }
+        }
+        for cut in 0..buf.len() {
+            assert!(
+                !matches!(Record::decode(&buf[..cut]), Ok(Some(_))),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn header_round_trips_and_rejects_strangers() {
+        let h = Header {
+            seq: 42,
+            next_id: 1000,
+            created: 123,
+        };
+        assert_eq!(Header::decode(&h.encode()), Ok(h));
+        let mut bad = h.encode();
+        bad[0] = b'X';
+        assert_eq!(Header::decode(&bad), Err(DecodeError::BadMagic));
+        let mut v2 = h.encode();
+        v2[8] = 9;
+        assert_eq!(Header::decode(&v2), Err(DecodeError::Version(9)));
+    }
+}

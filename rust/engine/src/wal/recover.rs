@@ -1,0 +1,257 @@
+//! Reading a log directory back: replay every segment in order into the set of live
+//! jobs, cut a torn tail, and report (never skip silently) corruption in the middle.
+
+use std::collections::HashMap;
+
+use thiserror::Error;
+
+use super::format::{DecodeError, Header, JobRecord, Record, StoredState, HEADER_LEN};
+use super::fs::LogDir;
+
+/// What a log directory holds.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// Live jobs, ordered by id. Reserved jobs are returned as they were stored;
+    /// the server makes them ready.
+    pub jobs: Vec<Recovered1>,
+    /// The next job id to hand out.
+    pub next_id: u64,
+    /// The highest bury sequence number seen.
+    pub max_bury_seq: u64,
+    /// Segments present after recovery, ascending, with their sizes in bytes.
+    pub segments: Vec<(u64, u64)>,
+    /// Records read.
+    pub records: u64,
+    /// Torn tails cut, corrupt regions skipped: everything a log must not hide.
+    pub warnings: Vec<String>,
+}
+
+/// One live job and the segment holding its latest snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered1 {
+    pub job: JobRecord,
+    pub home: u64,
+}
+
+#[derive(Debug, Error)]
+pub enum RecoverError {
+    #[error("cannot read the log in {dir}: {source}")]
+    Io { dir: String, source: std::io::Error },
+    #[error("segment {seq} of {dir} is not a beanpole log segment: {reason}")]
+    BadSegment {
+        dir: String,
+        seq: u64,
+        reason: DecodeError,
+    },
+    #[error(
+        "segment {seq} of {dir} is corrupt at offset {offset} ({reason}) with valid records \
+         after it; refusing to start so no job is lost silently (start with the option to \
+         skip corrupt records to drop what cannot be read)"
+    )]
+    Corrupt {
+        dir: String,
+        seq: u64,
+        offset: u64,
+        reason: DecodeError,
+    },
+}
+
+/// Replay `dir`. With `skip_corrupt`, corruption in the middle of a segment is
+/// skipped (and reported in `warnings`) instead of refusing.
+pub fn recover(dir: &dyn LogDir, skip_corrupt: bool) -> Result<Recovered, RecoverError> {
+    replay(dir, skip_corrupt, true)
+}
+
+/// Replay `dir`; with `repair` false nothing on disk is changed (a torn tail is
+/// reported, not cut), for `beanpole binlog verify` and `dump`.
+pub fn replay(
+    dir: &dyn LogDir,
+    skip_corrupt: bool,
+    repair: bool,
+) -> Result<Recovered, RecoverError> {
+    let name = dir.path().display().to_string();
+    let io = |source| RecoverError::Io {
+        dir: name.clone(),
+        source,
+    };
+    let seqs = dir.segments().map_err(io)?;
+    let mut live: HashMap<u64, Recovered1> = HashMap::new();
+    let mut out = Recovered {
+        next_id: 1,
+        ..Recovered::default()
+    };
+    let mut max_id = 0u64;
+    for (i, &seq) in seqs.iter().enumerate() {
+        let last = i + 1 == seqs.len();
+        let bytes = dir.read(seq).map_err(io)?;
+        let header = match Header::decode(&bytes) {
+            Ok(h) => h,
+            Err(reason) if bytes.iter().all(|&b| b == 0) => {
+                // Being preallocated when the server died: its header never reached
+                // the disk, so nothing was ever written to it. Remove it, wherever
+                // it is, so it cannot block a later start.
+                out.warnings.push(format!(
+                    "segment {seq}: empty (no header), removed ({reason})"
+                ));
+                if repair {
+                    dir.remove(seq).map_err(io)?;
+                }
+                continue;
+            }
+            Err(reason) => {
+                return Err(RecoverError::BadSegment {
+                    dir: name,
+                    seq,
+                    reason,
+                })
+            }
+        };
+        out.next_id = out.next_id.max(header.next_id);
+        let mut at = HEADER_LEN;
+        let mut size = bytes.len() as u64;
+        while at < bytes.len() {
+            match Record::decode(&bytes[at..]) {
+                Ok(Some((record, n))) => {
+                    out.records += 1;
+                    max_id = max_id.max(record.id());
+                    if let Record::NextId { next_id } = record {
+                        out.next_id = out.next_id.max(next_id);
+                    }
+                    apply(&mut live, record, seq, &mut out.max_bury_seq);
+                    at += n;
+                }
+                Ok(None) if bytes[at..].iter().all(|&b| b == 0) => break,
+                Ok(None) | Err(_) => {
+                    let reason = Record::decode(&bytes[at..])
+                        .err()
+                        .unwrap_or(DecodeError::Length(0));
+                    match next_valid(&bytes, at + 1) {
+                        None if last || no_records(dir, &seqs[i + 1..]).map_err(io)? => {
+                            // A torn tail: the last write did not complete. Cut it.
+                            // (Only preallocated spares may follow the segment.)
+                            out.warnings.push(format!(
+                                "segment {seq}: torn tail cut at offset {at} ({reason}; {} bytes dropped)",
+                                bytes.len() - at
+                            ));
+                            if repair {
+                                dir.truncate(seq, at as u64).map_err(io)?;
+                            }
+                            size = at as u64;
+                            break;
+                        }
+                        None => {
+                            // Not the newest segment, yet unreadable to its end.
+                            if !skip_corrupt {
+                                return Err(RecoverError::Corrupt {
+                                    dir: name,
+                                    seq,
+                                    offset: at as u64,
+                                    reason,
+                                });
+                            }
+                            out.warnings.push(format!(
+                                "segment {seq}: corrupt from offset {at} to its end ({reason}); skipped"
+                            ));
+                            break;
+                        }
+                        Some(next) => {
+                            if !skip_corrupt {
+                                return Err(RecoverError::Corrupt {
+                                    dir: name,
+                                    seq,
+                                    offset: at as u64,
+                                    reason,
+                                });
+                            }
+                            out.warnings.push(format!(
+                                "segment {seq}: corrupt bytes {at}..{next} ({reason}); skipped"
+                            ));
+                            at = next;
+                        }
+                    }
+                }
+            }
+        }
+        out.segments.push((seq, size));
+    }
+    out.next_id = out.next_id.max(max_id + 1);
+    let mut jobs: Vec<Recovered1> = live.into_values().collect();
+    jobs.sort_by_key(|j| j.job.id);
+    out.jobs = jobs;
+    Ok(out)
+}
+
+/// True if none of the segments `seqs` holds a record: they are spares, created
+/// ahead of the segment being written (or left without a header by a crash).
+fn no_records(dir: &dyn LogDir, seqs: &[u64]) -> std::io::Result<bool> {
+    for &seq in seqs {
+        let bytes = dir.read(seq)?;
+        if bytes.iter().skip(HEADER_LEN).any(|&b| b != 0) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The offset of the next decodable record at or after `from`, if any.
+fn next_valid(bytes: &[u8], from: usize) -> Option<usize> {
+    (from..bytes.len().saturating_sub(9)).find(|&i| {
+        bytes[i..i + 4] != [0, 0, 0, 0] && matches!(Record::decode(&bytes[i..]), Ok(Some(_)))
+    })
+}
+
+fn apply(live: &mut HashMap<u64, Recovered1>, record: Record, seq: u64, max_bury: &mut u64) {
+    match record {
+        Record::Job(job) => {
+            *max_bury = (*max_bury).max(job.bury_seq);
+            live.insert(job.id, Recovered1 { job, home: seq });
+        }
+        Record::Delete { id } => {
+            live.remove(&id);
+        }
+        other => {
+            let Some(entry) = live.get_mut(&other.id()) else {
+                return;
+            };
+            let job = &mut entry.job;
+            match other {
+                Record::Reserve { .. } => {
+                    job.reserves += 1;
+                    job.state = StoredState::Reserved;
+                }
+                Record::Release {
+                    pri,
+                    delay,
+                    ready_at,
+                    ..
+                } => {
+                    job.releases += 1;
+                    job.pri = pri;
+                    job.delay = delay;
+                    job.ready_at = ready_at;
+                    job.state = if delay > 0 {
+                        StoredState::Delayed
+                    } else {
+                        StoredState::Ready
+                    };
+                }
+                Record::Bury { pri, bury_seq, .. } => {
+                    job.buries += 1;
+                    job.pri = pri;
+                    job.bury_seq = bury_seq;
+                    job.state = StoredState::Buried;
+                    *max_bury = (*max_bury).max(bury_seq);
+                }
+                Record::Kick { .. } => {
+                    job.kicks += 1;
+                    job.state = StoredState::Ready;
+                }
+                Record::Timeout { .. } => {
+                    job.timeouts += 1;
+                    job.state = StoredState::Ready;
+                }
+                Record::Job(_) | Record::Delete { .. } | Record::NextId { .. } => {}
+            }
+        }
+    }
+}
