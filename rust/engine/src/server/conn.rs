@@ -393,6 +393,15 @@ impl Conn {
         };
         store.count(cmd.op());
         let conn = self.id;
+        let journaled_update = matches!(
+            cmd,
+            Command::Release { .. } | Command::Bury { .. } | Command::Kick(_) | Command::KickJob(_)
+        );
+        if journaled_update && !store.log_room_for_update() {
+            // The log cannot place the change's record: refuse it, change nothing.
+            out.extend(proto::OUT_OF_MEMORY);
+            return Flow::More;
+        }
         match cmd {
             Command::Put {
                 pri,

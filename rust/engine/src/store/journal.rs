@@ -12,6 +12,8 @@ use super::{PutRefused, Store, SECOND};
 use crate::wal::format::{job_record_len, JobRecord, Record, StoredState};
 use crate::wal::OpenedLog;
 
+/// The largest record other than a job snapshot (a release).
+const UPDATE_RECORD_MAX: usize = crate::wal::format::FRAME_LEN + 1 + 8 + 4 + 4 + 8;
 /// Live jobs moved per compaction step, so one step never holds the lock long.
 const MOVES_PER_STEP: usize = 64;
 /// Job-table slots looked at per compaction step.
@@ -116,10 +118,35 @@ impl Store {
         self.log.as_ref().map(StoreLog::pipe)
     }
 
+    /// Journal a change. Commands whose change must not be lost check
+    /// [`Store::log_room_for_update`] first and are refused when there is no room;
+    /// what gets here without room is a reserve or a TTR timeout, which cannot be
+    /// refused: its record is left out (the job's reserves or timeouts counter may
+    /// then read one lower after a restart) and counted, rather than blocking every
+    /// reply behind a write that cannot be placed.
     pub(super) fn journal(&mut self, record: Record) {
         if let Some(log) = self.log.as_mut() {
-            log.append(&record);
+            if log.room_for(UPDATE_RECORD_MAX) {
+                log.append(&record);
+            } else {
+                if log.records_dropped == 0 {
+                    eprintln!(
+                        "beanpole: log: no room for reserve/timeout records; leaving them out \
+                         (counters may read lower after a restart) until there is room"
+                    );
+                }
+                log.records_dropped += 1;
+            }
         }
+    }
+
+    /// Whether a release, bury or kick can be journaled now; when not, the command
+    /// is answered OUT_OF_MEMORY and changes nothing (as beanstalkd does when it
+    /// cannot reserve log space for such an update).
+    pub fn log_room_for_update(&self) -> bool {
+        self.log
+            .as_ref()
+            .map_or(true, |l| l.room_for(UPDATE_RECORD_MAX))
     }
 
     pub(super) fn admit_put(&self, tube: u32, body_len: usize) -> Result<(), PutRefused> {
@@ -249,6 +276,14 @@ impl Store {
                     Some(job) if u64::from(job.home) == oldest => job.home,
                     _ => continue,
                 };
+                let Some(job) = self.jobs.get(slot) else {
+                    continue;
+                };
+                let len = job_record_len(self.tubes.get(job.tube).name.len(), job.body_len());
+                if !log.room_for(len) {
+                    // Moving needs room too; compaction waits until there is some.
+                    break;
+                }
                 if let Some(rec) = self.snapshot(slot, &log) {
                     let new_home = log.move_job(&rec, u64::from(home));
                     if let Some(job) = self.jobs.get_mut(slot) {

@@ -36,6 +36,8 @@ pub struct StoreLog {
     live_bytes: u64,
     pub records_written: u64,
     pub records_migrated: u64,
+    /// Reserve and timeout records left out for lack of room (see journal.rs).
+    pub records_dropped: u64,
     next_id_hint: Arc<AtomicU64>,
     /// Monotonic store time and wall time at the same instant, to convert.
     mono_base: u64,
@@ -72,6 +74,7 @@ impl StoreLog {
             live_bytes: 0,
             records_written: 0,
             records_migrated: 0,
+            records_dropped: 0,
             next_id_hint: Arc::clone(&opened.next_id_hint),
             mono_base: now,
             wall_base: wall_now(),
@@ -140,6 +143,22 @@ impl StoreLog {
         } else {
             Err(NoSpace)
         }
+    }
+
+    /// Whether `len` more bytes fit in preallocated space without touching the space
+    /// reserved for deletes (and the log is healthy).
+    pub fn room_for(&self, len: usize) -> bool {
+        if self.pipe.failing() {
+            return false;
+        }
+        let cap = segment_capacity(self.segment_size);
+        let spares = self
+            .pipe
+            .created
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.current);
+        let free = self.segment_size.saturating_sub(self.offset) + spares * cap;
+        free >= self.reserved + len as u64
     }
 
     /// Append a record; returns the segment it went to.
