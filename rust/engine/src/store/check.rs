@@ -12,7 +12,15 @@ impl Store {
         let mut ready = 0u64;
         let mut urgent = 0u64;
         let (mut reserved, mut delayed, mut buried) = (0u64, 0u64, 0u64);
+        self.jobs.check()?;
         for (slot, job) in self.jobs.iter() {
+            let counters = self.jobs.counters(slot);
+            if (job.state == JobState::Reserved) != (counters.reserver != u32::MAX) {
+                return Err(format!(
+                    "job {} ({:?}) has reserver {}",
+                    job.id, job.state, counters.reserver
+                ));
+            }
             let tube = self
                 .tubes
                 .try_get(job.tube)
@@ -21,11 +29,17 @@ impl Store {
                 JobState::Ready => {
                     ready += 1;
                     urgent += u64::from(job.pri < URGENT_THRESHOLD);
-                    tube.ready.get(job.pos as usize).map(|e| e.slot) == Some(slot)
+                    tube.ready
+                        .get(job.pos as usize)
+                        .map(|e| (e.slot, e.id, e.pri))
+                        == Some((slot, job.id, job.pri))
                 }
                 JobState::Delayed => {
                     delayed += 1;
-                    tube.delayed.get(job.pos as usize).map(|e| e.slot) == Some(slot)
+                    tube.delayed
+                        .get(job.pos as usize)
+                        .map(|e| (e.slot, e.id, e.key))
+                        == Some((slot, job.id, job.deadline))
                 }
                 JobState::Buried => {
                     buried += 1;
@@ -33,7 +47,7 @@ impl Store {
                 }
                 JobState::Reserved => {
                     reserved += 1;
-                    self.conn(job.reserver)
+                    self.conn(counters.reserver)
                         .is_some_and(|c| c.reserved.get(job.pos as usize) == Some(&slot))
                 }
             };

@@ -4,30 +4,85 @@
 //! never touches the job table except to record where each job now sits; with that
 //! position a job can be removed from the middle of the heap in O(log n) (delete,
 //! kick-job, reserve-job on a ready or delayed job).
+//!
+//! Ready heaps hold 16-byte [`Entry`]s (priority, id, slot); delay heaps need the
+//! full 8-byte time as key and hold 24-byte [`DelayEntry`]s.
 
-/// One heap element: ordered by `(key, id)`.
+/// An element of an [`IndexedHeap`].
+pub trait HeapEntry: Copy {
+    /// Orders strictly before `other`.
+    fn less(&self, other: &Self) -> bool;
+    /// The job's slot in the job table.
+    fn slot(&self) -> u32;
+}
+
+/// A ready-heap element: ordered by `(pri, id)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
-    /// Priority (ready heap) or ready-at time in ns (delay heap).
+    pub id: u64,
+    pub pri: u32,
+    /// The job's slot in the job table.
+    pub slot: u32,
+}
+
+impl Entry {
+    /// The order key: lower is served first.
+    pub fn key(&self) -> (u32, u64) {
+        (self.pri, self.id)
+    }
+}
+
+impl HeapEntry for Entry {
+    #[inline]
+    fn less(&self, other: &Entry) -> bool {
+        self.key() < other.key()
+    }
+
+    #[inline]
+    fn slot(&self) -> u32 {
+        self.slot
+    }
+}
+
+/// A delay-heap element: ordered by `(key, id)`, the key being the ready-at time
+/// in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelayEntry {
     pub key: u64,
     pub id: u64,
     /// The job's slot in the job table.
     pub slot: u32,
 }
 
-impl Entry {
-    fn less(&self, other: &Entry) -> bool {
+impl HeapEntry for DelayEntry {
+    #[inline]
+    fn less(&self, other: &DelayEntry) -> bool {
         (self.key, self.id) < (other.key, other.id)
+    }
+
+    #[inline]
+    fn slot(&self) -> u32 {
+        self.slot
     }
 }
 
+const _: () = assert!(std::mem::size_of::<Entry>() == 16);
+
 /// Min-heap that reports every move through `moved(slot, index)`.
-#[derive(Debug, Default)]
-pub struct IndexedHeap {
-    entries: Vec<Entry>,
+#[derive(Debug)]
+pub struct IndexedHeap<E = Entry> {
+    entries: Vec<E>,
 }
 
-impl IndexedHeap {
+impl<E> Default for IndexedHeap<E> {
+    fn default() -> Self {
+        IndexedHeap {
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<E: HeapEntry> IndexedHeap<E> {
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -36,35 +91,35 @@ impl IndexedHeap {
         self.entries.is_empty()
     }
 
-    pub fn peek(&self) -> Option<&Entry> {
+    pub fn peek(&self) -> Option<&E> {
         self.entries.first()
     }
 
-    pub fn get(&self, index: usize) -> Option<&Entry> {
+    pub fn get(&self, index: usize) -> Option<&E> {
         self.entries.get(index)
     }
 
     /// All entries, in heap (not sorted) order.
     #[allow(dead_code)]
-    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+    pub fn iter(&self) -> impl Iterator<Item = &E> {
         self.entries.iter()
     }
 
-    pub fn push(&mut self, entry: Entry, moved: &mut impl FnMut(u32, u32)) {
+    pub fn push(&mut self, entry: E, moved: &mut impl FnMut(u32, u32)) {
         self.entries.push(entry);
         let i = self.entries.len() - 1;
-        moved(entry.slot, i as u32);
+        moved(entry.slot(), i as u32);
         self.sift_up(i, moved);
     }
 
     /// Remove the entry at `index` (as last reported through `moved`).
-    pub fn remove(&mut self, index: usize, moved: &mut impl FnMut(u32, u32)) -> Option<Entry> {
+    pub fn remove(&mut self, index: usize, moved: &mut impl FnMut(u32, u32)) -> Option<E> {
         if index >= self.entries.len() {
             return None;
         }
         let removed = self.entries.swap_remove(index);
         if index < self.entries.len() {
-            moved(self.entries[index].slot, index as u32);
+            moved(self.entries[index].slot(), index as u32);
             self.sift_down(index, moved);
             self.sift_up(index, moved);
         }
@@ -78,8 +133,8 @@ impl IndexedHeap {
                 break;
             }
             self.entries.swap(i, parent);
-            moved(self.entries[i].slot, i as u32);
-            moved(self.entries[parent].slot, parent as u32);
+            moved(self.entries[i].slot(), i as u32);
+            moved(self.entries[parent].slot(), parent as u32);
             i = parent;
         }
     }
@@ -100,8 +155,8 @@ impl IndexedHeap {
                 break;
             }
             self.entries.swap(i, child);
-            moved(self.entries[i].slot, i as u32);
-            moved(self.entries[child].slot, child as u32);
+            moved(self.entries[i].slot(), i as u32);
+            moved(self.entries[child].slot(), child as u32);
             i = child;
         }
     }
@@ -118,12 +173,12 @@ mod tests {
 
     #[test]
     fn pops_in_key_then_id_order_and_tracks_positions() {
-        let mut heap = IndexedHeap::default();
+        let mut heap = IndexedHeap::<DelayEntry>::default();
         let mut pos = vec![u32::MAX; 64];
         let keys = [5u64, 3, 9, 3, 1, 7, 5, 0, 2, 8];
         for (i, &k) in keys.iter().enumerate() {
             heap.push(
-                Entry {
+                DelayEntry {
                     key: k,
                     id: 100 - i as u64,
                     slot: i as u32,
@@ -144,7 +199,7 @@ mod tests {
         while !heap.is_empty() {
             let e = heap
                 .remove(0, &mut |s, p| pos[s as usize] = p)
-                .unwrap_or(Entry {
+                .unwrap_or(DelayEntry {
                     key: 0,
                     id: 0,
                     slot: 0,

@@ -6,7 +6,7 @@
 //! do not: after a restart a reserved job is ready again, a due delay has ended,
 //! and pauses are not kept (as in beanstalkd).
 
-use super::job::{Job, JobState};
+use super::job::{Job, JobCounters, JobState};
 use super::log::StoreLog;
 use super::{PutRefused, Store, SECOND};
 use crate::wal::format::{job_record_len, JobRecord, Record, StoredState};
@@ -54,15 +54,20 @@ impl Store {
                 ttr: j.ttr.max(1),
                 tube,
                 pos: 0,
-                reserver: u32::MAX,
-                reserves: j.reserves,
-                timeouts: j.timeouts,
-                releases: j.releases,
-                buries: j.buries,
-                kicks: j.kicks,
                 home: r.home as u32,
                 state: JobState::Ready,
             });
+            self.jobs.set_counters(
+                slot,
+                JobCounters {
+                    reserver: u32::MAX,
+                    reserves: j.reserves,
+                    timeouts: j.timeouts,
+                    releases: j.releases,
+                    buries: j.buries,
+                    kicks: j.kicks,
+                },
+            );
             match j.state {
                 StoredState::Ready | StoredState::Reserved => self.make_ready(slot, now),
                 StoredState::Delayed => self.make_delayed(slot, log.mono(j.ready_at).max(now)),
@@ -161,6 +166,7 @@ impl Store {
 
     fn snapshot(&self, slot: u32, log: &StoreLog) -> Option<Record> {
         let job = self.jobs.get(slot)?;
+        let counters = self.jobs.counters(slot);
         let state = match job.state {
             JobState::Ready => StoredState::Ready,
             JobState::Delayed => StoredState::Delayed,
@@ -186,11 +192,11 @@ impl Store {
             created: log.wall(job.created),
             ready_at,
             bury_seq,
-            reserves: job.reserves,
-            timeouts: job.timeouts,
-            releases: job.releases,
-            buries: job.buries,
-            kicks: job.kicks,
+            reserves: counters.reserves,
+            timeouts: counters.timeouts,
+            releases: counters.releases,
+            buries: counters.buries,
+            kicks: counters.kicks,
             tube: self.tubes.get(job.tube).name.to_vec(),
             body: job.body[..job.body_len()].to_vec(),
         }))

@@ -136,7 +136,10 @@ impl StoreLog {
             .saturating_sub(self.current);
         let free = self.segment_size.saturating_sub(self.offset) + spares * cap;
         let needed = self.reserved + (len + DELETE_RECORD_LEN) as u64;
-        let want = 1 + needed / cap.max(1);
+        // Ask for the next spare half a segment before it is needed, so a burst of
+        // puts never finds the writer still preallocating it.
+        let cap = cap.max(1);
+        let want = 1 + (needed + cap / 2) / cap;
         self.pipe.want_spares.store(want, Ordering::Relaxed);
         if free >= needed {
             Ok(())

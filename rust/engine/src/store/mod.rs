@@ -9,6 +9,7 @@
 //! Invariant kept after every method: no unpaused tube has both ready jobs and a
 //! waiting connection, so serving one tube after a change is all that is needed.
 
+mod body;
 mod check;
 mod conn;
 mod heap;
@@ -29,9 +30,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub use self::conn::ConnState;
-use self::heap::Entry;
+use self::heap::{DelayEntry, Entry};
 use self::job::JobTable;
-pub use self::job::{Job, JobState};
+pub use self::job::{Body, Job, JobState};
 pub use self::journal::LogStats;
 pub use self::log::StoreLog;
 use self::timers::{Timer, Timers};
@@ -228,14 +229,8 @@ impl Store {
         let Some(job) = self.jobs.get(slot) else {
             return;
         };
-        let (state, tube, pos, pri, deadline, reserver) = (
-            job.state,
-            job.tube,
-            job.pos,
-            job.pri,
-            job.deadline,
-            job.reserver,
-        );
+        let (state, tube, pos, pri, deadline) =
+            (job.state, job.tube, job.pos, job.pri, job.deadline);
         let jobs = &mut self.jobs;
         match state {
             JobState::Ready => {
@@ -261,6 +256,7 @@ impl Store {
                 self.counts.buried -= 1;
             }
             JobState::Reserved => {
+                let reserver = jobs.take_reserver(slot);
                 if let Some(c) = self
                     .conns
                     .get_mut(reserver as usize)
@@ -289,7 +285,7 @@ impl Store {
         let (tube, entry) = (
             job.tube,
             Entry {
-                key: u64::from(job.pri),
+                pri: job.pri,
                 id: job.id,
                 slot,
             },
@@ -322,7 +318,9 @@ impl Store {
         self.tubes
             .get_mut(tube)
             .delayed
-            .push(Entry { key: at, id, slot }, &mut |s, p| jobs.set_pos(s, p));
+            .push(DelayEntry { key: at, id, slot }, &mut |s, p| {
+                jobs.set_pos(s, p)
+            });
         self.counts.delayed += 1;
         self.timers.push(at, Timer::Delay(id));
         self.compact_timers();
@@ -335,8 +333,8 @@ impl Store {
         };
         job.state = JobState::Buried;
         job.deadline = seq;
-        job.buries += 1;
         let tube = job.tube;
+        self.jobs.counters_mut(slot).buries += 1;
         self.tubes.get_mut(tube).buried.insert(seq, slot);
         self.counts.buried += 1;
         self.journal_bury(slot);
@@ -347,11 +345,12 @@ impl Store {
         let at_pos = self.conn(conn)?.reserved.len() as u32;
         let job = self.jobs.get_mut(slot)?;
         job.state = JobState::Reserved;
-        job.reserves += 1;
         job.deadline = now + u64::from(job.ttr) * SECOND;
-        job.reserver = conn;
         job.pos = at_pos;
-        let (id, tube, deadline, body) = (job.id, job.tube, job.deadline, job.body.clone());
+        let (id, tube, deadline, body) = (job.id, job.tube, job.deadline, job.body.to_bytes());
+        let counters = self.jobs.counters_mut(slot);
+        counters.reserves += 1;
+        counters.reserver = conn;
         if let Some(c) = self.conn_mut(conn) {
             c.reserved.push(slot);
         }

@@ -129,7 +129,7 @@ impl Store {
         self.counts.total_jobs += 1;
         let slot = self.jobs.insert(Job {
             id,
-            body,
+            body: body.into(),
             created: now,
             deadline: 0,
             pri,
@@ -137,12 +137,6 @@ impl Store {
             ttr: ttr.max(1),
             tube,
             pos: 0,
-            reserver: u32::MAX,
-            reserves: 0,
-            timeouts: 0,
-            releases: 0,
-            buries: 0,
-            kicks: 0,
             home: 0,
             state: JobState::Ready,
         });
@@ -260,7 +254,13 @@ impl Store {
     fn reserved_by(&self, conn: ConnId, id: u64) -> Option<u32> {
         let slot = self.jobs.slot_of(id)?;
         let job = self.jobs.get(slot)?;
-        (job.state == JobState::Reserved && job.reserver == conn).then_some(slot)
+        (job.state == JobState::Reserved && self.holds(conn, slot, job.pos)).then_some(slot)
+    }
+
+    /// Whether `conn` holds the reserved job in `slot` (at `pos` in its list).
+    fn holds(&self, conn: ConnId, slot: u32, pos: u32) -> bool {
+        self.conn(conn)
+            .is_some_and(|c| c.reserved.get(pos as usize) == Some(&slot))
     }
 
     pub fn delete(&mut self, conn: ConnId, id: u64) -> bool {
@@ -270,7 +270,7 @@ impl Store {
         let Some(job) = self.jobs.get(slot) else {
             return false;
         };
-        if job.state == JobState::Reserved && job.reserver != conn {
+        if job.state == JobState::Reserved && !self.holds(conn, slot, job.pos) {
             return false;
         }
         let tube = job.tube;
@@ -288,7 +288,7 @@ impl Store {
         if let Some(job) = self.jobs.get_mut(slot) {
             job.pri = pri;
             job.delay = delay;
-            job.releases += 1;
+            self.jobs.counters_mut(slot).releases += 1;
         }
         self.journal_release(slot, now);
         if delay > 0 {
@@ -362,7 +362,7 @@ impl Store {
     }
 
     fn body_of(&self, slot: u32) -> Option<(u64, Bytes)> {
-        self.jobs.get(slot).map(|j| (j.id, j.body.clone()))
+        self.jobs.get(slot).map(|j| (j.id, j.body.to_bytes()))
     }
 
     pub fn peek(&self, id: u64) -> Option<(u64, Bytes)> {
@@ -407,9 +407,9 @@ impl Store {
 
     fn kick_slot(&mut self, slot: u32, now: u64) {
         self.detach(slot);
-        if let Some(job) = self.jobs.get_mut(slot) {
-            job.kicks += 1;
+        if let Some(job) = self.jobs.get(slot) {
             let id = job.id;
+            self.jobs.counters_mut(slot).kicks += 1;
             self.journal(crate::wal::format::Record::Kick { id });
         }
         self.make_ready(slot, now);
@@ -495,7 +495,9 @@ impl Store {
     }
 
     pub fn stats_job(&self, id: u64, now: u64) -> Option<JobStats> {
-        let job = self.jobs.get(self.jobs.slot_of(id)?)?;
+        let slot = self.jobs.slot_of(id)?;
+        let job = self.jobs.get(slot)?;
+        let counters = self.jobs.counters(slot);
         let time_left = match job.state {
             JobState::Reserved | JobState::Delayed => {
                 (job.deadline as i128 - now as i128) / i128::from(SECOND)
@@ -512,11 +514,11 @@ impl Store {
             ttr: u64::from(job.ttr),
             time_left: time_left as i64,
             file: u64::from(job.home),
-            reserves: job.reserves,
-            timeouts: job.timeouts,
-            releases: job.releases,
-            buries: job.buries,
-            kicks: job.kicks,
+            reserves: counters.reserves,
+            timeouts: counters.timeouts,
+            releases: counters.releases,
+            buries: counters.buries,
+            kicks: counters.kicks,
         })
     }
 

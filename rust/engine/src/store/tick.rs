@@ -45,8 +45,8 @@ impl Store {
             return;
         }
         self.detach(slot);
-        if let Some(job) = self.jobs.get_mut(slot) {
-            job.timeouts += 1;
+        if self.jobs.get(slot).is_some() {
+            self.jobs.counters_mut(slot).timeouts += 1;
             self.journal(crate::wal::format::Record::Timeout { id });
         }
         self.counts.job_timeouts += 1;

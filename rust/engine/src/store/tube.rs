@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::heap::IndexedHeap;
+use super::heap::{DelayEntry, IndexedHeap};
 
 /// A tube's pause, while it lasts.
 #[derive(Debug, Clone, Copy)]
@@ -21,7 +21,7 @@ pub struct Tube {
     /// Ready jobs by (pri, id).
     pub ready: IndexedHeap,
     /// Delayed jobs by (ready-at, id).
-    pub delayed: IndexedHeap,
+    pub delayed: IndexedHeap<DelayEntry>,
     /// Buried jobs in bury order: sequence number -> job slot.
     pub buried: BTreeMap<u64, u32>,
     /// Connections blocked in reserve that watch this tube, oldest first, with the

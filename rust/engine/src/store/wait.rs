@@ -26,7 +26,7 @@ impl Store {
                 return;
             }
             let better = match best {
-                Some(b) => (top.key, top.id) < (b.key, b.id),
+                Some(b) => top.key() < b.key(),
                 None => true,
             };
             if better {
