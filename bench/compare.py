@@ -9,6 +9,7 @@ drives it with the load generator ``beanpole-bench`` (rust/bench), and writes
     python bench/compare.py                 # full run: 5 pairs per scenario
     python bench/compare.py --quick         # a fast look: 2 short pairs, smaller memory runs
     python bench/compare.py --only rt16 memory --pairs 3
+    python bench/compare.py --suite log     # the write-ahead log figures (bench/log_bench.py)
 
 The chart needs matplotlib (``pip install matplotlib``); without it the tables are still
 written. Everything runs on 127.0.0.1; every run is bounded in time.
@@ -805,7 +806,11 @@ def write_report(
     for bad in problems:
         w(f"- {bad.scenario}, pair {bad.pair + 1}, {bad.kind}: {bad.problem or f'exit {bad.code}'}")
     w("")
-    path.write_text("\n".join(out))
+    # The write-ahead log section is the log suite's (bench/log_bench.py): keep it.
+    from log_report import kept_block
+
+    kept = kept_block(path.read_text()) if path.exists() else ""
+    path.write_text("\n".join(out) + ("\n" + kept if kept else ""))
 
 
 def _own_ratio(runs: Sequence[Run], kind: str) -> float | None:
@@ -882,6 +887,13 @@ def build_bench(no_build: bool) -> Path:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument(
+        "--suite",
+        choices=("main", "log"),
+        default="main",
+        help="main: the figures of issue 4 [default]; log: the write-ahead log figures "
+        "(bench/log_bench.py, with its own options: --suite log --help)",
+    )
     p.add_argument("--pairs", type=int, help="A/B pairs per scenario [5; --quick: 2]")
     p.add_argument("--quick", action="store_true", help="short runs for a fast look")
     p.add_argument(
@@ -927,6 +939,13 @@ def progress(run: Run, n: int, total: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--suite", choices=("main", "log"), default="main")
+    known, rest = pre.parse_known_args(argv)
+    if known.suite == "log":
+        import log_bench
+
+        return log_bench.main(rest)
     args = parse_args(argv)
     mode = "quick" if args.quick else "full"
     pairs = args.pairs or (2 if args.quick else 5)

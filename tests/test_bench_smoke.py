@@ -1,15 +1,18 @@
 """The load generator (``rust/bench``) so that it cannot rot: every scenario with tiny counts
 against both servers (exit 0, one JSON line that parses), and proof that its checker fails a
-server that answers wrongly. Nothing here asserts a timing."""
+server that answers wrongly; and the write-ahead log suite (``bench/log_bench.py``) end to
+end with tiny counts. Nothing here asserts a timing."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
 import socket
 import socketserver
 import subprocess
+import sys
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -218,3 +221,91 @@ def test_unreachable_server_exits_2(bench: Path) -> None:
         )
     assert proc.returncode == 2
     assert "cannot connect" in proc.stderr
+
+
+# -- the write-ahead log suite (bench/log_bench.py) ------------------------------------------
+
+LOG_SCENARIOS = {
+    "f0-c1",
+    "f0-c3",
+    "f50-c10",
+    "nolog-c10",
+    "f50-c4p64",
+    "nolog-c4p64",
+    "restart",
+}
+
+
+def test_log_suite_smoke(bench: Path, tmp_path: Path) -> None:
+    """``compare.py --suite log`` end to end with tiny counts against both servers: every
+    run succeeds, every job is back after each restart, and the README gets its log
+    section between the markers, once, with the rest of the file kept."""
+    if shutil.which("beanstalkd") is None:
+        pytest.skip("beanstalkd is not installed (apt-get install beanstalkd)")
+    readme = tmp_path / "README.md"
+    readme.write_text("# main suite\n\nkept as it is\n")
+    raw = tmp_path / "raw.jsonl"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "compare.py"),
+        "--suite",
+        "log",
+        "--pairs",
+        "1",
+        "--duration",
+        "0.3",
+        "--jobs",
+        "300",
+        "--connections",
+        "1",
+        "3",
+        "--bench",
+        str(bench),
+        "--no-build",
+        "--tmp",
+        str(logs),
+        "--readme",
+        str(readme),
+        "--raw",
+        str(raw),
+    ]
+    for _ in range(2):  # the second run replaces the section instead of adding one
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in raw.read_text().splitlines()]
+    assert lines[-1]["took"] > 0
+    assert len(lines[-1]["fsync_ms"]) == 2
+    runs = lines[:-1]
+    assert {(r["scenario"], r["kind"]) for r in runs} == {
+        (s, k) for s in LOG_SCENARIOS for k in ("beanpole", "beanstalkd")
+    }
+    assert all(r["code"] == 0 and not r["problem"] for r in runs), runs
+    restarts = [r for r in runs if r["scenario"] == "restart"]
+    for r in restarts:
+        assert r["extra"]["jobs_after"] == 300
+        assert r["extra"]["restart_s"] > 0
+        assert r["extra"]["disk_stopped"] > 0
+    assert list(logs.iterdir()) == []  # every log directory was removed
+    text = readme.read_text()
+    assert text.startswith("# main suite\n\nkept as it is\n")
+    assert text.count("## Write-ahead log") == 1
+    assert text.count("log-suite:begin") == text.count("log-suite:end") == 1
+    assert "Problems in the log suite: none" in text
+
+
+def test_main_report_keeps_the_log_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare.py rewrites the README from scratch but keeps the log suite's section."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    compare = importlib.import_module("compare")
+    log_report = importlib.import_module("log_report")
+    readme = tmp_path / "README.md"
+    readme.write_text(log_report.splice("# old main report\n", ["## Write-ahead log", "", "x"]))
+    compare.write_report(readme, None, [], [], "quick", 1, tmp_path / "beanpole-bench", 1.0, 1024)
+    text = readme.read_text()
+    assert "# old main report" not in text
+    assert text.startswith("# beanpole against beanstalkd")
+    assert log_report.kept_block(text).count("## Write-ahead log\n\nx\n") == 1
+    again = log_report.splice(text, ["## Write-ahead log", "", "y"])
+    assert "\nx\n" not in again and "\ny\n" in again
