@@ -134,7 +134,7 @@ class Config:
     threads: int = _setting(
         0,
         flag="--threads",
-        doc="Worker threads; 0 means one per CPU core.",
+        doc="Worker threads; 0 means half the CPU cores, at least one.",
     )
     binlog_dir: str | None = _setting(
         None,
@@ -180,7 +180,7 @@ class Config:
         if self.user is not None and (not isinstance(self.user, str) or not self.user):
             raise ConfigError(f"must be a user name or None, got {self.user!r}", field="user")
         _check_int("verbose", self.verbose, low=0)
-        _check_int("threads", self.threads, low=0, hint=" (0 means one per CPU core)")
+        _check_int("threads", self.threads, low=0, hint=" (0 means half the CPU cores)")
         if isinstance(self.binlog_dir, os.PathLike):
             object.__setattr__(self, "binlog_dir", os.fspath(self.binlog_dir))
         _check_binlog_dir(self.binlog_dir)
