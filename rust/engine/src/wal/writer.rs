@@ -180,6 +180,11 @@ impl Writer {
                 self.perform(task);
             }
             self.keep_spares();
+            // Without -f 0 a reply needs only its write: release the replies before
+            // a periodic sync, not after it.
+            if self.policy != FsyncPolicy::Always {
+                self.pipe.acked.send_replace(self.written);
+            }
             match self.policy {
                 FsyncPolicy::Always => self.sync(),
                 FsyncPolicy::Every(every) => {
@@ -188,9 +193,6 @@ impl Writer {
                     }
                 }
                 FsyncPolicy::Never => {}
-            }
-            if self.policy != FsyncPolicy::Always {
-                self.pipe.acked.send_replace(self.written);
             }
             if stop {
                 if self.policy != FsyncPolicy::Never {
