@@ -99,12 +99,6 @@ impl<E: HeapEntry> IndexedHeap<E> {
         self.entries.get(index)
     }
 
-    /// All entries, in heap (not sorted) order.
-    #[allow(dead_code)]
-    pub fn iter(&self) -> impl Iterator<Item = &E> {
-        self.entries.iter()
-    }
-
     pub fn push(&mut self, entry: E, moved: &mut impl FnMut(u32, u32)) {
         self.entries.push(entry);
         let i = self.entries.len() - 1;

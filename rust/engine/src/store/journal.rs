@@ -117,12 +117,6 @@ impl Store {
         self.log.as_mut()?.flush()
     }
 
-    /// The log's current end position (what a reply waits for to cover everything
-    /// done so far).
-    pub fn log_pipe(&self) -> Option<&std::sync::Arc<crate::wal::writer::LogPipe>> {
-        self.log.as_ref().map(StoreLog::pipe)
-    }
-
     /// Journal a change. Commands whose change must not be lost check
     /// [`Store::log_room_for_update`] first and are refused when there is no room;
     /// what gets here without room is a reserve or a TTR timeout, which cannot be

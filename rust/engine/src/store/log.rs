@@ -125,23 +125,13 @@ impl StoreLog {
     /// the space for it and for the delete of every live job (itself included) is
     /// preallocated.
     pub fn admit(&self, len: usize) -> Result<(), NoSpace> {
-        if self.pipe.failing() {
-            return Err(NoSpace);
-        }
-        let cap = segment_capacity(self.segment_size);
-        let spares = self
-            .pipe
-            .created
-            .load(Ordering::Relaxed)
-            .saturating_sub(self.current);
-        let free = self.segment_size.saturating_sub(self.offset) + spares * cap;
         let needed = self.reserved + (len + DELETE_RECORD_LEN) as u64;
         // Ask for the next spare half a segment before it is needed, so a burst of
         // puts never finds the writer still preallocating it.
-        let cap = cap.max(1);
+        let cap = segment_capacity(self.segment_size).max(1);
         let want = 1 + (needed + cap / 2) / cap;
         self.pipe.want_spares.store(want, Ordering::Relaxed);
-        if free >= needed {
+        if self.free_bytes().is_some_and(|free| free >= needed) {
             Ok(())
         } else {
             Err(NoSpace)
@@ -151,17 +141,25 @@ impl StoreLog {
     /// Whether `len` more bytes fit in preallocated space without touching the space
     /// reserved for deletes (and the log is healthy).
     pub fn room_for(&self, len: usize) -> bool {
+        self.free_bytes()
+            .is_some_and(|free| free >= self.reserved + len as u64)
+    }
+
+    /// Preallocated bytes still free (the rest of the current segment and the
+    /// spares), or None while the log is failing.
+    fn free_bytes(&self) -> Option<u64> {
         if self.pipe.failing() {
-            return false;
+            return None;
         }
-        let cap = segment_capacity(self.segment_size);
         let spares = self
             .pipe
             .created
             .load(Ordering::Relaxed)
             .saturating_sub(self.current);
-        let free = self.segment_size.saturating_sub(self.offset) + spares * cap;
-        free >= self.reserved + len as u64
+        Some(
+            self.segment_size.saturating_sub(self.offset)
+                + spares * segment_capacity(self.segment_size),
+        )
     }
 
     /// Append a record; returns the segment it went to.

@@ -9,7 +9,7 @@ use super::fs::{DirLock, FsDir, LogDir};
 use super::import::{read_beanstalkd_dir, ImportedState};
 use super::recover::{replay, Recovered};
 use super::writer::wall_now;
-use super::{LogError, DEFAULT_SEGMENT_SIZE};
+use super::LogError;
 
 /// One record as `dump` lists it.
 #[derive(Debug, Clone)]
@@ -209,6 +209,3 @@ fn write_segments(
     }
     flush(seq, &buf)
 }
-
-/// The default segment size for the tools.
-pub const TOOLS_SEGMENT_SIZE: u64 = DEFAULT_SEGMENT_SIZE;

@@ -136,7 +136,6 @@ pub struct Writer {
     unsynced: Vec<(u64, u64, Vec<u8>)>,
     written: u64,
     first_unsynced_at: Option<Instant>,
-    last_sync: Instant,
     next_id_hint: Arc<AtomicU64>,
 }
 
@@ -167,7 +166,6 @@ impl Writer {
             unsynced: Vec::new(),
             written,
             first_unsynced_at: None,
-            last_sync: Instant::now(),
             next_id_hint,
         }
     }
@@ -380,7 +378,6 @@ impl Writer {
         self.clear_failure();
         self.unsynced.clear();
         self.first_unsynced_at = None;
-        self.last_sync = Instant::now();
         self.pipe.acked.send_replace(self.written);
     }
 
