@@ -215,22 +215,26 @@ struct PowerCutDir {
 
 struct PowerCutSegment {
     inner: Box<dyn SegmentFile>,
-    pending: Vec<(u64, Vec<u8>)>,
+    /// Writes not yet synced. A mutex: writes and syncs may come from different
+    /// threads at once.
+    pending: Mutex<Vec<(u64, Vec<u8>)>>,
     unsynced: Arc<AtomicU64>,
 }
 
 impl SegmentFile for PowerCutSegment {
-    fn write_all_at(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        if self.pending.is_empty() {
+    fn write_all_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        let mut pending = self.pending.lock().expect("pending");
+        if pending.is_empty() {
             self.unsynced.fetch_add(1, Ordering::SeqCst);
         }
-        self.pending.push((offset, data.to_vec()));
+        pending.push((offset, data.to_vec()));
         Ok(())
     }
 
-    fn sync(&mut self) -> std::io::Result<()> {
-        if !self.pending.is_empty() {
-            for (offset, data) in std::mem::take(&mut self.pending) {
+    fn sync(&self) -> std::io::Result<()> {
+        let mut pending = self.pending.lock().expect("pending");
+        if !pending.is_empty() {
+            for (offset, data) in std::mem::take(&mut *pending) {
                 self.inner.write_all_at(offset, &data)?;
             }
             self.unsynced.fetch_sub(1, Ordering::SeqCst);
@@ -241,7 +245,7 @@ impl SegmentFile for PowerCutSegment {
 
 impl Drop for PowerCutSegment {
     fn drop(&mut self) {
-        if !self.pending.is_empty() {
+        if !self.pending.get_mut().expect("pending").is_empty() {
             self.unsynced.fetch_sub(1, Ordering::SeqCst);
         }
     }
@@ -254,7 +258,7 @@ impl LogDir for PowerCutDir {
     fn create(&self, seq: u64, size: u64) -> std::io::Result<Box<dyn SegmentFile>> {
         Ok(Box::new(PowerCutSegment {
             inner: self.inner.create(seq, size)?,
-            pending: Vec::new(),
+            pending: Mutex::new(Vec::new()),
             unsynced: Arc::clone(&self.unsynced),
         }))
     }

@@ -238,11 +238,11 @@ struct CountingSegment {
 }
 
 impl SegmentFile for CountingSegment {
-    fn write_all_at(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+    fn write_all_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
         self.inner.write_all_at(offset, data)
     }
 
-    fn sync(&mut self) -> std::io::Result<()> {
+    fn sync(&self) -> std::io::Result<()> {
         self.syncs.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(2));
         self.inner.sync()

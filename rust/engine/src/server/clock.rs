@@ -23,7 +23,8 @@ pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             let settled = shared.settle(&mut store);
             (next, settled)
         };
-        shared.finish(settled);
+        // Timeouts and compaction moves: nobody waits for them, but they are written.
+        shared.write_log(shared.finish(settled));
         let sleep = next.saturating_sub(shared.now());
         let mut sleep = Duration::from_nanos(sleep.min(3600 * 1_000_000_000));
         if shared.log_pipe.is_some() {

@@ -133,7 +133,9 @@ pub async fn serve<S: Socket>(mut sock: S, shared: Arc<Shared>, mut stop: watch:
         store.disconnect(id, shared.now());
         shared.settle(&mut store)
     };
-    shared.finish(settled);
+    // Records of commands whose replies were never sent, and of the disconnect.
+    let position = shared.finish(settled).max(conn.log_wait);
+    shared.write_log(position);
     if shared.verbose > 0 {
         eprintln!("beanpole: connection {id} closed");
     }
@@ -156,10 +158,17 @@ impl Conn {
             if !self.out.is_empty() {
                 // With a log, a reply goes out only once the records it depends
                 // on are written (and, with -f 0, synced).
-                if let (Some(position), Some(acked)) =
-                    (self.log_wait.take(), self.log_acked.as_mut())
-                {
-                    if acked.wait_for(|&done| done >= position).await.is_err() {
+                if let (Some(position), Some(acked), Some(pipe)) = (
+                    self.log_wait.take(),
+                    self.log_acked.as_mut(),
+                    shared.log_pipe.as_ref(),
+                ) {
+                    if pipe.acked() < position {
+                        // Let the other connections with input ready queue their
+                        // records first: then one write covers them all.
+                        tokio::task::yield_now().await;
+                    }
+                    if !pipe.write_through(position) && !pipe.wait_acked(acked, position).await {
                         return Ok(());
                     }
                 }

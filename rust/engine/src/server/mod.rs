@@ -45,7 +45,7 @@ pub struct Shared {
     verbose: u8,
     fixed: FixedInfo,
     /// The write-ahead log's hand-over to its writer thread, when there is a log.
-    pub(crate) log_pipe: Option<Arc<crate::wal::writer::LogPipe>>,
+    pub(crate) log_pipe: Option<Arc<crate::wal::pipe::LogPipe>>,
 }
 
 /// Process facts that never change while the server runs.
@@ -135,6 +135,14 @@ impl Shared {
             self.clock.notify_one();
         }
         settled.log
+    }
+
+    /// Have the log records up to `position` written without waiting for them
+    /// (for changes no reply depends on).
+    pub fn write_log(&self, position: Option<u64>) {
+        if let (Some(pipe), Some(position)) = (&self.log_pipe, position) {
+            pipe.write_through(position);
+        }
     }
 
     /// The full `stats` as ordered pairs.

@@ -125,7 +125,7 @@ impl Store {
     /// reply behind a write that cannot be placed.
     pub(super) fn journal(&mut self, record: Record) {
         if let Some(log) = self.log.as_mut() {
-            if log.room_for(UPDATE_RECORD_MAX) {
+            if log.room_for_waiting(UPDATE_RECORD_MAX) {
                 log.append(&record);
             } else {
                 if log.records_dropped == 0 {
@@ -145,7 +145,7 @@ impl Store {
     pub fn log_room_for_update(&self) -> bool {
         self.log
             .as_ref()
-            .map_or(true, |l| l.room_for(UPDATE_RECORD_MAX))
+            .map_or(true, |l| l.room_for_waiting(UPDATE_RECORD_MAX))
     }
 
     pub(super) fn admit_put(&self, tube: u32, body_len: usize) -> Result<(), PutRefused> {

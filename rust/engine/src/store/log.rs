@@ -1,6 +1,6 @@
 //! The store's side of the write-ahead log: which segment and offset each record
 //! goes to, the space reserved for deletes, per-segment live counts for
-//! compaction, and the batch handed to the writer thread.
+//! compaction, and the batches queued for writing.
 //!
 //! Placement is decided here, under the store lock, because a job's segment (its
 //! `file` in stats-job) must be known when its record is made. The writer thread
@@ -9,10 +9,15 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::wal::format::{Header, Record, DELETE_RECORD_LEN, HEADER_LEN};
-use crate::wal::writer::{segment_capacity, wall_now, LogPipe, Task};
+use crate::wal::pipe::{LogPipe, Task};
+use crate::wal::writer::{segment_capacity, wall_now};
 use crate::wal::OpenedLog;
+
+/// Longest wait of a write for the writer thread to preallocate a segment.
+const SPARE_WAIT: Duration = Duration::from_secs(1);
 
 /// Bookkeeping for one log directory.
 #[derive(Debug)]
@@ -130,8 +135,10 @@ impl StoreLog {
         // puts never finds the writer still preallocating it.
         let cap = segment_capacity(self.segment_size).max(1);
         let want = 1 + (needed + cap / 2) / cap;
-        self.pipe.want_spares.store(want, Ordering::Relaxed);
-        if self.free_bytes().is_some_and(|free| free >= needed) {
+        if self.pipe.want_spares.swap(want, Ordering::Relaxed) < want {
+            self.pipe.kick();
+        }
+        if self.wait_for_room(needed) {
             Ok(())
         } else {
             Err(NoSpace)
@@ -139,10 +146,43 @@ impl StoreLog {
     }
 
     /// Whether `len` more bytes fit in preallocated space without touching the space
-    /// reserved for deletes (and the log is healthy).
+    /// reserved for deletes (and the log is healthy); never waits.
     pub fn room_for(&self, len: usize) -> bool {
         self.free_bytes()
             .is_some_and(|free| free >= self.reserved + len as u64)
+    }
+
+    /// [`StoreLog::room_for`], waiting for the writer to preallocate what is missing.
+    pub fn room_for_waiting(&self, len: usize) -> bool {
+        self.wait_for_room(self.reserved + len as u64)
+    }
+
+    /// Whether `needed` bytes are preallocated. Preallocation can fall behind a
+    /// burst of writes (records are written by the connections, segments made by
+    /// the writer thread): then wait for it, at most [`SPARE_WAIT`] and with the
+    /// store locked, which holds every client back as a server that allocates its
+    /// files inline would. A failing log (a full disk) is not waited for.
+    fn wait_for_room(&self, needed: u64) -> bool {
+        let mut deadline = None;
+        loop {
+            match self.free_bytes() {
+                None => return false,
+                Some(free) if free >= needed => return true,
+                Some(free) => {
+                    let cap = segment_capacity(self.segment_size).max(1);
+                    let created = self.pipe.created.load(Ordering::SeqCst);
+                    let spares = created.saturating_sub(self.current);
+                    self.pipe
+                        .want_spares
+                        .fetch_max(spares + (needed - free).div_ceil(cap), Ordering::Relaxed);
+                    let deadline = *deadline.get_or_insert_with(|| Instant::now() + SPARE_WAIT);
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() || !self.pipe.wait_for_segment(created, left) {
+                        return false;
+                    }
+                }
+            }
+        }
     }
 
     /// Preallocated bytes still free (the rest of the current segment and the
@@ -171,6 +211,8 @@ impl StoreLog {
             self.seal_batch();
             self.current += 1;
             self.pipe.current.store(self.current, Ordering::Relaxed);
+            // A spare was just taken: have the writer make the next one.
+            self.pipe.kick();
             self.live.entry(self.current).or_insert(0);
             self.offset = HEADER_LEN as u64;
             self.batch_at = self.offset;

@@ -10,11 +10,14 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// One open segment file.
-pub trait SegmentFile: Send {
+///
+/// Both operations take `&self`: positioned writes and fsync may run at the same
+/// time from different threads (a connection writes while the writer thread syncs).
+pub trait SegmentFile: Send + Sync {
     /// Write all of `data` at `offset`.
-    fn write_all_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
+    fn write_all_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
     /// Make everything written so far durable.
-    fn sync(&mut self) -> io::Result<()>;
+    fn sync(&self) -> io::Result<()>;
 }
 
 /// A log directory.
@@ -62,11 +65,11 @@ impl FsDir {
 struct FsSegment(File);
 
 impl SegmentFile for FsSegment {
-    fn write_all_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+    fn write_all_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.0.write_all_at(data, offset)
     }
 
-    fn sync(&mut self) -> io::Result<()> {
+    fn sync(&self) -> io::Result<()> {
         self.0.sync_data()
     }
 }
@@ -183,7 +186,7 @@ struct FaultySegment {
 }
 
 impl SegmentFile for FaultySegment {
-    fn write_all_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+    fn write_all_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         if take_one(&self.faults.fail_writes) {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
@@ -194,7 +197,7 @@ impl SegmentFile for FaultySegment {
         self.inner.write_all_at(offset, data)
     }
 
-    fn sync(&mut self) -> io::Result<()> {
+    fn sync(&self) -> io::Result<()> {
         if take_one(&self.faults.fail_syncs) {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }

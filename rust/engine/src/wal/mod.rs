@@ -1,5 +1,5 @@
 //! The write-ahead log: beanpole's own segment format ([`format`]), the file layer
-//! with fault injection ([`fs`]), group commit ([`writer`]), recovery
+//! with fault injection ([`fs`]), group commit ([`pipe`], [`writer`]), recovery
 //! ([`recover`]), offline tools ([`tools`]) and the reader of beanstalkd's binlog
 //! directories ([`import`]).
 //!
@@ -11,6 +11,7 @@
 pub mod format;
 pub mod fs;
 pub mod import;
+pub mod pipe;
 pub mod recover;
 pub mod tools;
 pub mod writer;
@@ -24,9 +25,10 @@ use std::time::Duration;
 use thiserror::Error;
 
 use self::fs::{DirLock, FsDir, LogDir};
+use self::pipe::LogPipe;
 use self::recover::{RecoverError, Recovered};
 pub use self::writer::FsyncPolicy;
-use self::writer::{LogPipe, Writer};
+use self::writer::Writer;
 
 /// beanstalkd's default segment size, 10 MiB.
 pub const DEFAULT_SEGMENT_SIZE: u64 = 10 * 1024 * 1024;
@@ -128,7 +130,7 @@ pub fn open_in(
     }
     let first_seq = recovered.segments.last().map_or(1, |&(seq, _)| seq + 1);
     let segment_size = config.effective_segment_size(max_job_size);
-    let pipe = Arc::new(LogPipe::new(0));
+    let pipe = Arc::new(LogPipe::new(config.fsync, name.clone()));
     pipe.created
         .store(first_seq - 1, std::sync::atomic::Ordering::Relaxed);
     pipe.current
@@ -137,9 +139,7 @@ pub fn open_in(
     let writer = Writer::new(
         dir,
         Arc::clone(&pipe),
-        config.fsync,
         segment_size,
-        0,
         Arc::clone(&next_id_hint),
     );
     let handle = std::thread::Builder::new()

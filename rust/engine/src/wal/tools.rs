@@ -187,7 +187,7 @@ fn write_segments(
     .to_vec();
     let flush = |seq: u64, buf: &[u8]| -> std::io::Result<()> {
         let size = segment_size.max(buf.len() as u64).div_ceil(4096) * 4096;
-        let mut file = dir.create(seq, size)?;
+        let file = dir.create(seq, size)?;
         file.write_all_at(0, buf)?;
         file.sync()
     };

@@ -1,25 +1,20 @@
-//! The writer thread: group commit.
+//! The writer thread: everything slow about the log.
 //!
-//! The store encodes records while it changes state (under its lock) and hands each
-//! batch to [`LogPipe::submit`]. The writer thread takes everything queued since its
-//! last pass, writes it, syncs according to the [`FsyncPolicy`], and then raises the
-//! acknowledged log position, which replies wait for. One write and at most one
-//! fsync therefore cover every connection's records queued meanwhile.
-//!
-//! A failing write or fsync is retried until it succeeds (with the unsynced data
-//! rewritten first, since a failed fsync may have dropped it from the page cache);
-//! meanwhile [`LogPipe::failing`] is set, so puts are refused with OUT_OF_MEMORY, and
-//! the error is reported. Nothing is ever acknowledged that is not written.
+//! Connection tasks write records themselves (`pipe.rs`); this thread creates and
+//! preallocates segments ahead of need, removes the ones compaction emptied, runs
+//! fsync (with `-f 0` as soon as something is written, with `-f MS` at most MS
+//! after the first unsynced write) and takes over writes that fail: it retries
+//! them, rewriting unsynced data after a failed fsync (the kernel may have dropped
+//! it), while [`LogPipe::failing`] makes the store refuse puts. Nothing is ever
+//! acknowledged that is not written (and, with `-f 0`, synced).
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use tokio::sync::watch;
 
 use super::format::{Header, HEADER_LEN};
 use super::fs::{LogDir, SegmentFile};
+use super::pipe::{Core, LogPipe, Task};
 
 /// When data is made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,118 +27,21 @@ pub enum FsyncPolicy {
     Every(Duration),
 }
 
-/// Work for the writer, in order.
-#[derive(Debug)]
-pub enum Task {
-    /// Create (preallocate) a segment and write its header.
-    Create(Header),
-    /// Write bytes into a segment. `end` is the log position after them.
-    Write {
-        seq: u64,
-        offset: u64,
-        bytes: Vec<u8>,
-        end: u64,
-    },
-    /// Delete a segment compaction has emptied.
-    Remove(u64),
-}
-
-#[derive(Debug, Default)]
-struct Queue {
-    tasks: Vec<Task>,
-    stop: bool,
-}
-
-/// The hand-over between the store and the writer thread.
-#[derive(Debug)]
-pub struct LogPipe {
-    /// Queued work. A std mutex: the store holds it only to append one batch, the
-    /// writer only to take the whole queue; no I/O is ever done under it.
-    queue: Mutex<Queue>,
-    /// The writer sleeps on it while the queue is empty (with a timeout when an
-    /// fsync is due), so it is a condvar on the same mutex.
-    wake: Condvar,
-    /// Log position up to which replies may be sent. A watch channel: many
-    /// connection tasks wait for "at least N" and only the latest value matters.
-    acked: watch::Sender<u64>,
-    /// Set while writes or fsyncs fail; puts are refused meanwhile.
-    failing: AtomicBool,
-    /// Highest segment sequence number created (spares included).
-    pub created: AtomicU64,
-    /// How many segments beyond the current one the store wants ready.
-    pub want_spares: AtomicU64,
-    /// The segment the store writes into now.
-    pub current: AtomicU64,
-    /// Write or sync errors seen (for stats and tests).
-    pub errors: AtomicU64,
-}
-
-impl LogPipe {
-    pub fn new(acked_from: u64) -> LogPipe {
-        LogPipe {
-            queue: Mutex::new(Queue::default()),
-            wake: Condvar::new(),
-            acked: watch::Sender::new(acked_from),
-            failing: AtomicBool::new(false),
-            created: AtomicU64::new(0),
-            want_spares: AtomicU64::new(1),
-            current: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-        }
-    }
-
-    /// Queue a batch of tasks and wake the writer.
-    pub fn submit(&self, tasks: impl IntoIterator<Item = Task>) {
-        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        let before = q.tasks.len();
-        q.tasks.extend(tasks);
-        if q.tasks.len() != before {
-            self.wake.notify_one();
-        }
-    }
-
-    /// Ask the writer to finish what is queued and exit.
-    pub fn stop(&self) {
-        self.queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .stop = true;
-        self.wake.notify_one();
-    }
-
-    pub fn failing(&self) -> bool {
-        self.failing.load(Ordering::Relaxed)
-    }
-
-    /// A receiver for the acknowledged log position.
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.acked.subscribe()
-    }
-
-    pub fn acked(&self) -> u64 {
-        *self.acked.borrow()
-    }
-}
+/// How often an idle writer looks at the spare segments anyway.
+const IDLE: Duration = Duration::from_millis(250);
 
 /// The writer thread's state.
 pub struct Writer {
     dir: Arc<dyn LogDir>,
     pipe: Arc<LogPipe>,
-    policy: FsyncPolicy,
     segment_size: u64,
-    files: BTreeMap<u64, Box<dyn SegmentFile>>,
-    /// Written but not yet synced, kept to rewrite after a failed fsync.
-    unsynced: Vec<(u64, u64, Vec<u8>)>,
-    written: u64,
-    first_unsynced_at: Option<Instant>,
     next_id_hint: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer")
-            .field("policy", &self.policy)
-            .field("written", &self.written)
+            .field("segment_size", &self.segment_size)
             .finish_non_exhaustive()
     }
 }
@@ -152,48 +50,39 @@ impl Writer {
     pub fn new(
         dir: Arc<dyn LogDir>,
         pipe: Arc<LogPipe>,
-        policy: FsyncPolicy,
         segment_size: u64,
-        written: u64,
         next_id_hint: Arc<AtomicU64>,
     ) -> Writer {
         Writer {
             dir,
             pipe,
-            policy,
             segment_size,
-            files: BTreeMap::new(),
-            unsynced: Vec::new(),
-            written,
-            first_unsynced_at: None,
             next_id_hint,
         }
     }
 
     /// Run until stopped; everything queued before the stop is written and synced.
-    pub fn run(mut self) {
+    pub fn run(self) {
+        let policy = self.pipe.policy;
         loop {
-            let (tasks, stop) = self.take();
-            for task in tasks {
-                self.perform(task);
-            }
+            let stop = self.pipe.sleep(self.sleep_for());
+            self.drain();
             self.keep_spares();
-            // Without -f 0 a reply needs only its write: release the replies before
-            // a periodic sync, not after it.
-            if self.policy != FsyncPolicy::Always {
-                self.pipe.acked.send_replace(self.written);
-            }
-            match self.policy {
-                FsyncPolicy::Always => self.sync(),
-                FsyncPolicy::Every(every) => {
-                    if self.first_unsynced_at.is_some_and(|t| t.elapsed() >= every) {
-                        self.sync();
-                    }
-                }
-                FsyncPolicy::Never => {}
+            let due = match policy {
+                FsyncPolicy::Always => self.pipe.written() > self.pipe.acked(),
+                FsyncPolicy::Every(every) => self
+                    .pipe
+                    .lock_core()
+                    .first_unsynced_at
+                    .is_some_and(|t| t.elapsed() >= every),
+                FsyncPolicy::Never => false,
+            };
+            if due {
+                self.sync();
             }
             if stop {
-                if self.policy != FsyncPolicy::Never {
+                self.drain();
+                if policy != FsyncPolicy::Never {
                     self.sync();
                 }
                 return;
@@ -201,86 +90,69 @@ impl Writer {
         }
     }
 
-    /// Wait for work (or for an fsync that falls due) and take the whole queue.
-    fn take(&mut self) -> (Vec<Task>, bool) {
-        let mut q = self
-            .pipe
-            .queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+    /// How long to sleep when nothing kicks: until the periodic fsync is due.
+    fn sleep_for(&self) -> Duration {
+        match self.pipe.policy {
+            FsyncPolicy::Every(every) => match self.pipe.lock_core().first_unsynced_at {
+                Some(t) => (t + every).saturating_duration_since(Instant::now()),
+                None => IDLE,
+            },
+            FsyncPolicy::Always if self.pipe.written() > self.pipe.acked() => Duration::ZERO,
+            _ => IDLE,
+        }
+    }
+
+    /// Do everything queued, in order, retrying what fails.
+    fn drain(&self) {
+        let mut core = self.pipe.lock_core();
         loop {
-            if !q.tasks.is_empty() || q.stop {
-                return (std::mem::take(&mut q.tasks), q.stop);
+            let tasks = self.pipe.take_queue();
+            if tasks.is_empty() {
+                return;
             }
-            let due = match (self.policy, self.first_unsynced_at) {
-                (FsyncPolicy::Every(every), Some(t)) => {
-                    Some((t + every).saturating_duration_since(Instant::now()))
-                }
-                _ => None,
-            };
-            match due {
-                Some(d) if d.is_zero() => return (Vec::new(), false),
-                Some(d) => {
-                    q = self
-                        .pipe
-                        .wake
-                        .wait_timeout(q, d)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0
-                }
-                // Wake up now and then anyway to keep spare segments topped up.
-                None => {
-                    q = self
-                        .pipe
-                        .wake
-                        .wait_timeout(q, Duration::from_millis(250))
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
-                    if q.tasks.is_empty() && !q.stop {
-                        return (Vec::new(), false);
-                    }
-                }
+            for task in tasks {
+                self.perform(&mut core, task);
             }
         }
     }
 
-    fn perform(&mut self, task: Task) {
+    fn perform(&self, core: &mut Core, task: Task) {
         match task {
-            Task::Create(header) => self.create(header),
+            Task::Create(header) => self.create(core, header),
             Task::Write {
                 seq,
                 offset,
                 bytes,
                 end,
             } => {
-                if !self.files.contains_key(&seq) {
+                if !core.files.contains_key(&seq) {
                     let next_id = self.next_id_hint.load(Ordering::Relaxed);
-                    self.create(Header {
-                        seq,
-                        next_id,
-                        created: wall_now(),
-                    });
+                    self.create(
+                        core,
+                        Header {
+                            seq,
+                            next_id,
+                            created: wall_now(),
+                        },
+                    );
                 }
-                self.retry(|w| {
-                    let file = w
-                        .files
-                        .get_mut(&seq)
-                        .ok_or_else(|| std::io::Error::other("segment missing"))?;
-                    file.write_all_at(offset, &bytes)
+                self.retry(|| match core.files.get(&seq) {
+                    Some(file) => file.write_all_at(offset, &bytes),
+                    None => Err(std::io::Error::other("segment missing")),
                 });
-                if self.policy != FsyncPolicy::Never {
-                    self.first_unsynced_at.get_or_insert_with(Instant::now);
-                    self.unsynced.push((seq, offset, bytes));
+                core.wrote(self.pipe.policy, seq, offset, bytes, end);
+                self.pipe.set_written(core.written);
+                if self.pipe.policy != FsyncPolicy::Always {
+                    self.pipe.acknowledge(core.written);
                 }
-                self.written = self.written.max(end);
             }
             Task::Remove(seq) => {
                 // The jobs compaction moved out of the segment must be durable
                 // before the segment goes.
-                if !self.unsynced.is_empty() {
-                    self.sync();
+                if !core.unsynced.is_empty() {
+                    self.sync_locked(core);
                 }
-                self.files.remove(&seq);
+                core.files.remove(&seq);
                 if let Err(e) = self.dir.remove(seq) {
                     eprintln!("beanpole: log: cannot remove segment {seq}: {e}");
                 }
@@ -288,27 +160,27 @@ impl Writer {
         }
     }
 
-    fn create(&mut self, header: Header) {
-        if self.files.contains_key(&header.seq) {
+    fn create(&self, core: &mut Core, header: Header) {
+        if core.files.contains_key(&header.seq) {
             return;
         }
-        let size = self.segment_size;
-        let seq = header.seq;
+        let (size, seq) = (self.segment_size, header.seq);
         let mut file = None;
-        self.retry(|w| {
-            file = Some(new_segment(w.dir.as_ref(), seq, size, &header)?);
+        self.retry(|| {
+            file = Some(new_segment(self.dir.as_ref(), seq, size, &header)?);
             Ok(())
         });
         if let Some(f) = file {
-            self.files.insert(seq, f);
-            self.pipe.created.fetch_max(seq, Ordering::Relaxed);
+            core.files.insert(seq, Arc::from(f));
+            self.pipe.segment_made(Some(seq));
         }
     }
 
     /// Keep the number of preallocated segments ahead of the current one that the
     /// store asks for, so that rolling over never has to allocate (and deletes
-    /// always find the space reserved for them).
-    fn keep_spares(&mut self) {
+    /// always find the space reserved for them). Segments are made without holding
+    /// the core, so connections keep writing meanwhile.
+    fn keep_spares(&self) {
         let current = self.pipe.current.load(Ordering::Relaxed);
         let want = current + self.pipe.want_spares.load(Ordering::Relaxed);
         let mut created = self.pipe.created.load(Ordering::Relaxed);
@@ -322,96 +194,110 @@ impl Writer {
             };
             match new_segment(self.dir.as_ref(), seq, self.segment_size, &header) {
                 Ok(f) => {
-                    self.files.insert(seq, f);
-                    self.pipe.created.store(seq, Ordering::Relaxed);
+                    self.pipe.lock_core().files.insert(seq, Arc::from(f));
+                    self.pipe.segment_made(Some(seq));
                     created = seq;
-                    self.clear_failure();
+                    self.pipe.clear_failure();
                 }
                 Err(e) => {
                     // A full disk: the store refuses puts until a spare exists.
-                    self.report(&format!("cannot preallocate segment {seq}: {e}"));
+                    self.pipe
+                        .report(&format!("cannot preallocate segment {seq}: {e}"));
                     return;
                 }
             }
         }
     }
 
-    fn sync(&mut self) {
-        if self.unsynced.is_empty() && self.first_unsynced_at.is_none() {
-            if self.policy == FsyncPolicy::Always {
-                self.pipe.acked.send_replace(self.written);
-            }
-            return;
-        }
+    /// fsync what is written, without holding the core (connections go on
+    /// writing meanwhile), then acknowledge it with `-f 0`.
+    fn sync(&self) {
         loop {
-            let seqs: Vec<u64> = {
-                let mut s: Vec<u64> = self.unsynced.iter().map(|(seq, _, _)| *seq).collect();
-                s.dedup();
-                s
+            let (target, files, chunks) = {
+                let mut core = self.pipe.lock_core();
+                let target = core.written;
+                let chunks = std::mem::take(&mut core.unsynced);
+                core.first_unsynced_at = None;
+                let mut seqs: Vec<u64> = chunks.iter().map(|c| c.0).collect();
+                seqs.dedup();
+                let files: Vec<Arc<dyn SegmentFile>> = seqs
+                    .iter()
+                    .filter_map(|s| core.files.get(s).cloned())
+                    .collect();
+                (target, files, chunks)
             };
-            let mut failed = None;
-            for seq in seqs {
-                if let Some(f) = self.files.get_mut(&seq) {
-                    if let Err(e) = f.sync() {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-            }
-            match failed {
-                None => break,
-                Some(e) => {
-                    // The kernel may have dropped the dirty pages: write them again.
-                    self.report(&format!("fsync failed: {e}"));
-                    std::thread::sleep(Duration::from_millis(50));
-                    let chunks = std::mem::take(&mut self.unsynced);
-                    for (seq, offset, bytes) in &chunks {
-                        self.retry(|w| match w.files.get_mut(seq) {
-                            Some(f) => f.write_all_at(*offset, bytes),
-                            None => Ok(()),
-                        });
-                    }
-                    self.unsynced = chunks;
-                }
-            }
-        }
-        self.clear_failure();
-        self.unsynced.clear();
-        self.first_unsynced_at = None;
-        self.pipe.acked.send_replace(self.written);
-    }
-
-    /// Run `op` until it succeeds, reporting failures and backing off between tries.
-    fn retry(&mut self, mut op: impl FnMut(&mut Writer) -> std::io::Result<()>) {
-        let mut pause = Duration::from_millis(10);
-        loop {
-            match op(self) {
+            match files.iter().try_for_each(|f| f.sync()) {
                 Ok(()) => {
-                    self.clear_failure();
+                    self.synced(target);
                     return;
                 }
                 Err(e) => {
-                    self.report(&format!("write failed: {e}; retrying"));
+                    let mut core = self.pipe.lock_core();
+                    self.resync_failed(&mut core, &e, chunks);
+                }
+            }
+        }
+    }
+
+    /// [`Writer::sync`] with the core held (before removing a segment).
+    fn sync_locked(&self, core: &mut Core) {
+        loop {
+            let chunks = std::mem::take(&mut core.unsynced);
+            core.first_unsynced_at = None;
+            let mut seqs: Vec<u64> = chunks.iter().map(|c| c.0).collect();
+            seqs.dedup();
+            let result = seqs
+                .iter()
+                .filter_map(|s| core.files.get(s))
+                .try_for_each(|f| f.sync());
+            match result {
+                Ok(()) => {
+                    self.synced(core.written);
+                    return;
+                }
+                Err(e) => self.resync_failed(core, &e, chunks),
+            }
+        }
+    }
+
+    fn synced(&self, target: u64) {
+        self.pipe.clear_failure();
+        if self.pipe.policy == FsyncPolicy::Always {
+            self.pipe.acknowledge(target);
+        }
+    }
+
+    /// After a failed fsync the kernel may have dropped the dirty pages: write them
+    /// again and keep them as unsynced, ahead of anything written since.
+    fn resync_failed(&self, core: &mut Core, e: &std::io::Error, chunks: Vec<(u64, u64, Vec<u8>)>) {
+        self.pipe.report(&format!("fsync failed: {e}"));
+        std::thread::sleep(Duration::from_millis(50));
+        for (seq, offset, bytes) in &chunks {
+            self.retry(|| match core.files.get(seq) {
+                Some(f) => f.write_all_at(*offset, bytes),
+                None => Ok(()),
+            });
+        }
+        let later = std::mem::replace(&mut core.unsynced, chunks);
+        core.unsynced.extend(later);
+        core.first_unsynced_at.get_or_insert_with(Instant::now);
+    }
+
+    /// Run `op` until it succeeds, reporting failures and backing off between tries.
+    fn retry(&self, mut op: impl FnMut() -> std::io::Result<()>) {
+        let mut pause = Duration::from_millis(10);
+        loop {
+            match op() {
+                Ok(()) => {
+                    self.pipe.clear_failure();
+                    return;
+                }
+                Err(e) => {
+                    self.pipe.report(&format!("write failed: {e}; retrying"));
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
             }
-        }
-    }
-
-    fn report(&self, what: &str) {
-        self.pipe.errors.fetch_add(1, Ordering::Relaxed);
-        if !self.pipe.failing.swap(true, Ordering::Relaxed) {
-            eprintln!(
-                "beanpole: log in {}: {what}; puts are refused until it recovers",
-                self.dir.path().display()
-            );
-        }
-    }
-
-    fn clear_failure(&self) {
-        if self.pipe.failing.swap(false, Ordering::Relaxed) {
-            eprintln!("beanpole: log in {}: recovered", self.dir.path().display());
         }
     }
 }
@@ -424,7 +310,7 @@ fn new_segment(
     size: u64,
     header: &Header,
 ) -> std::io::Result<Box<dyn SegmentFile>> {
-    let mut f = dir.create(seq, size)?;
+    let f = dir.create(seq, size)?;
     match f.write_all_at(0, &header.encode()).and_then(|()| f.sync()) {
         Ok(()) => Ok(f),
         Err(e) => {

@@ -1,0 +1,509 @@
+//! The hand-over between the store and the disk: group commit.
+//!
+//! The store encodes records while it changes state (under its lock) and queues
+//! them with [`LogPipe::submit`]. They are written by whoever needs them first:
+//!
+//! - a connection about to send replies calls [`LogPipe::write_through`], which
+//!   writes everything queued so far, every connection's records together, straight
+//!   from the connection's thread: no hand-over to another thread on the way to a
+//!   reply (like beanstalkd, which writes before it replies, but one write covers
+//!   the records of every connection queued meanwhile);
+//! - the writer thread (`writer.rs`) does everything slow: creating and removing
+//!   segments, fsync (with `-f 0` after every write, with `-f MS` on a timer), and
+//!   writes that failed, which it retries while puts are refused.
+//!
+//! Replies wait for [`LogPipe::acked`]: with `-f 0` the synced position, otherwise the
+//! written one. Nothing is ever acknowledged that is not written.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+use super::format::Header;
+use super::fs::SegmentFile;
+use super::writer::FsyncPolicy;
+
+/// Work for the log, in order.
+#[derive(Debug)]
+pub enum Task {
+    /// Create (preallocate) a segment and write its header.
+    Create(Header),
+    /// Write bytes into a segment. `end` is the log position after them.
+    Write {
+        seq: u64,
+        offset: u64,
+        bytes: Vec<u8>,
+        end: u64,
+    },
+    /// Delete a segment compaction has emptied.
+    Remove(u64),
+}
+
+/// What only the current writer touches: the open segments and what is written.
+pub(super) struct Core {
+    pub files: BTreeMap<u64, Arc<dyn SegmentFile>>,
+    /// Written but not yet synced, kept to rewrite after a failed fsync (empty
+    /// with `-F`).
+    pub unsynced: Vec<(u64, u64, Vec<u8>)>,
+    /// When the oldest unsynced write was made (drives `-f MS`).
+    pub first_unsynced_at: Option<Instant>,
+    /// Log position up to which every record is written.
+    pub written: u64,
+}
+
+impl Core {
+    /// Book a completed write.
+    pub fn wrote(&mut self, policy: FsyncPolicy, seq: u64, offset: u64, bytes: Vec<u8>, end: u64) {
+        if policy != FsyncPolicy::Never {
+            self.first_unsynced_at.get_or_insert_with(Instant::now);
+            self.unsynced.push((seq, offset, bytes));
+        }
+        self.written = self.written.max(end);
+    }
+}
+
+/// The log's shared state.
+pub struct LogPipe {
+    pub(super) policy: FsyncPolicy,
+    /// Records not yet written, in log order. A std mutex: the store holds it only
+    /// to append one batch, a writer only to take the whole queue; no I/O is ever
+    /// done under it.
+    queue: Mutex<Vec<Task>>,
+    /// The writer's state. A std mutex held for the writes themselves, which is
+    /// what keeps them in log order. Connection tasks only ever `try_lock` it (a
+    /// connection that finds it held leaves the writing to the holder and waits
+    /// for the acknowledgement), so no tokio worker blocks on it; the writer
+    /// thread may hold it while it retries a failing write.
+    core: Mutex<Core>,
+    /// Set by anyone who needs the writer thread; it sleeps on `wake` when idle.
+    kicked: AtomicBool,
+    /// True while the writer thread sleeps (or is about to): only then does a kick
+    /// take `signal` and notify, so a busy writer costs kickers two atomics.
+    sleeping: AtomicBool,
+    /// The writer thread's stop flag. A mutex + condvar pair because the thread
+    /// sleeps with a timeout (the next periodic fsync) as well as on kicks.
+    signal: Mutex<bool>,
+    wake: Condvar,
+    /// Signalled when the writer thread has made a segment (or given up on one).
+    /// A condvar because a store short of preallocated space waits for it on a
+    /// plain thread (see `StoreLog::admit`).
+    made_lock: Mutex<()>,
+    made: Condvar,
+    /// Mirror of `Core::written` readable without the lock.
+    written: AtomicU64,
+    /// Position that replies may go out at (see the module doc), as an atomic for
+    /// the fast check and as a watch channel for those who wait: many connection
+    /// tasks wait for "at least N" and only the latest value matters. The channel
+    /// is only sent to while somebody waits (`waiters`).
+    acked: AtomicU64,
+    acked_tx: watch::Sender<u64>,
+    waiters: AtomicUsize,
+    /// Set while writes or fsyncs fail; puts are refused meanwhile.
+    failing: AtomicBool,
+    /// Highest segment sequence number created (spares included).
+    pub created: AtomicU64,
+    /// How many segments beyond the current one the store wants ready.
+    pub want_spares: AtomicU64,
+    /// The segment the store writes into now.
+    pub current: AtomicU64,
+    /// Write or sync errors seen (for stats and tests).
+    pub errors: AtomicU64,
+    /// The directory, for messages.
+    pub(super) dir_name: String,
+}
+
+impl std::fmt::Debug for LogPipe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogPipe")
+            .field("policy", &self.policy)
+            .field("written", &self.written)
+            .field("acked", &self.acked)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LogPipe {
+    pub fn new(policy: FsyncPolicy, dir_name: String) -> LogPipe {
+        LogPipe {
+            policy,
+            queue: Mutex::new(Vec::new()),
+            core: Mutex::new(Core {
+                files: BTreeMap::new(),
+                unsynced: Vec::new(),
+                first_unsynced_at: None,
+                written: 0,
+            }),
+            kicked: AtomicBool::new(false),
+            sleeping: AtomicBool::new(false),
+            signal: Mutex::new(false),
+            wake: Condvar::new(),
+            made_lock: Mutex::new(()),
+            made: Condvar::new(),
+            written: AtomicU64::new(0),
+            acked: AtomicU64::new(0),
+            acked_tx: watch::Sender::new(0),
+            waiters: AtomicUsize::new(0),
+            failing: AtomicBool::new(false),
+            created: AtomicU64::new(0),
+            want_spares: AtomicU64::new(1),
+            current: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            dir_name,
+        }
+    }
+
+    /// Queue a batch of tasks. Writes of the same segment that follow each other
+    /// are merged into one, so one write covers many connections' records. Tasks
+    /// only the writer thread can do wake it.
+    pub fn submit(&self, tasks: impl IntoIterator<Item = Task>) {
+        let mut needs_thread = false;
+        {
+            let mut q = lock(&self.queue);
+            for task in tasks {
+                if let (
+                    Task::Write {
+                        seq,
+                        offset,
+                        bytes,
+                        end,
+                    },
+                    Some(Task::Write {
+                        seq: last_seq,
+                        offset: last_offset,
+                        bytes: last_bytes,
+                        end: last_end,
+                    }),
+                ) = (&task, q.last_mut())
+                {
+                    if seq == last_seq && *last_offset + last_bytes.len() as u64 == *offset {
+                        last_bytes.extend_from_slice(bytes);
+                        *last_end = *end;
+                        continue;
+                    }
+                }
+                needs_thread |= !matches!(task, Task::Write { .. });
+                q.push(task);
+            }
+        }
+        if needs_thread {
+            self.kick();
+        }
+    }
+
+    /// Make sure everything queued up to `position` gets written, writing it from
+    /// this thread if no other writer is at work. Returns true if a reply waiting
+    /// for `position` may go out now; otherwise wait with [`LogPipe::wait_acked`].
+    pub fn write_through(&self, position: u64) -> bool {
+        if self.acked.load(Ordering::SeqCst) >= position {
+            return true;
+        }
+        if self.written.load(Ordering::SeqCst) < position {
+            if self.failing() {
+                self.kick();
+                return false;
+            }
+            match self.core.try_lock() {
+                Ok(mut core) => {
+                    if !self.drain_inline(&mut core) {
+                        self.kick();
+                    }
+                }
+                Err(TryLockError::Poisoned(p)) => {
+                    if !self.drain_inline(&mut p.into_inner()) {
+                        self.kick();
+                    }
+                }
+                // Somebody else is writing; what it leaves is the thread's.
+                Err(TryLockError::WouldBlock) => {
+                    self.kick();
+                    return false;
+                }
+            }
+        }
+        if self.policy == FsyncPolicy::Always {
+            // The writer thread syncs and acknowledges.
+            self.kick();
+            return false;
+        }
+        self.acked.load(Ordering::SeqCst) >= position
+    }
+
+    /// Wait until `position` is acknowledged. False if the log has stopped.
+    pub async fn wait_acked(&self, rx: &mut watch::Receiver<u64>, position: u64) -> bool {
+        // Register first, then look: a writer that advances the position after
+        // this look sees the registration and sends.
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let done = self.acked.load(Ordering::SeqCst) >= position
+            || rx.wait_for(|&a| a >= position).await.is_ok();
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        done
+    }
+
+    /// A receiver for the acknowledged log position.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.acked_tx.subscribe()
+    }
+
+    /// The acknowledged log position.
+    pub fn acked(&self) -> u64 {
+        self.acked.load(Ordering::SeqCst)
+    }
+
+    /// Raise the acknowledged position (written or synced, by policy).
+    pub(super) fn acknowledge(&self, position: u64) {
+        if self.acked.fetch_max(position, Ordering::SeqCst) < position
+            && self.waiters.load(Ordering::SeqCst) > 0
+        {
+            self.acked_tx.send_replace(position);
+        }
+    }
+
+    /// Write queued records from the caller's thread until the queue is empty or a
+    /// task needs the writer thread (a segment to create or remove, or a write that
+    /// failed). Returns false if something was left for the thread.
+    fn drain_inline(&self, core: &mut Core) -> bool {
+        loop {
+            let tasks = std::mem::take(&mut *lock(&self.queue));
+            if tasks.is_empty() {
+                return true;
+            }
+            let mut rest = tasks.into_iter();
+            while let Some(task) = rest.next() {
+                let Task::Write {
+                    seq,
+                    offset,
+                    bytes,
+                    end,
+                } = task
+                else {
+                    self.requeue(task, rest);
+                    return false;
+                };
+                let result = match core.files.get(&seq) {
+                    Some(file) => file.write_all_at(offset, &bytes),
+                    None => Err(std::io::Error::other("segment not created yet")),
+                };
+                match result {
+                    Ok(()) => {
+                        let first = core.first_unsynced_at.is_none();
+                        core.wrote(self.policy, seq, offset, bytes, end);
+                        self.written.store(core.written, Ordering::SeqCst);
+                        if self.policy != FsyncPolicy::Always {
+                            self.acknowledge(core.written);
+                        }
+                        if first && matches!(self.policy, FsyncPolicy::Every(_)) {
+                            // The periodic fsync's timer starts now.
+                            self.kick();
+                        }
+                    }
+                    Err(e) => {
+                        if core.files.contains_key(&seq) {
+                            self.report(&format!("write failed: {e}; retrying"));
+                        }
+                        let task = Task::Write {
+                            seq,
+                            offset,
+                            bytes,
+                            end,
+                        };
+                        self.requeue(task, rest);
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Put `task` and `rest` back at the front of the queue, before anything
+    /// queued meanwhile.
+    fn requeue(&self, task: Task, rest: impl Iterator<Item = Task>) {
+        let mut q = lock(&self.queue);
+        let later = std::mem::take(&mut *q);
+        q.push(task);
+        q.extend(rest);
+        q.extend(later);
+    }
+
+    /// Take the whole queue (the caller holds the core).
+    pub(super) fn take_queue(&self) -> Vec<Task> {
+        std::mem::take(&mut *lock(&self.queue))
+    }
+
+    pub(super) fn lock_core(&self) -> MutexGuard<'_, Core> {
+        lock(&self.core)
+    }
+
+    pub(super) fn set_written(&self, written: u64) {
+        self.written.store(written, Ordering::SeqCst);
+    }
+
+    pub(super) fn written(&self) -> u64 {
+        self.written.load(Ordering::SeqCst)
+    }
+
+    /// Wake the writer thread (cheap when it is busy anyway).
+    pub fn kick(&self) {
+        self.kicked.store(true, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            let _g = lock(&self.signal);
+            self.wake.notify_one();
+        }
+    }
+
+    /// Sleep until kicked or stopped, or for at most `timeout`. Returns the stop flag.
+    pub(super) fn sleep(&self, timeout: std::time::Duration) -> bool {
+        let mut stop = lock(&self.signal);
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.sleeping.store(true, Ordering::SeqCst);
+            if *stop || self.kicked.swap(false, Ordering::SeqCst) {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            stop = self
+                .wake
+                .wait_timeout(stop, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        self.sleeping.store(false, Ordering::SeqCst);
+        *stop
+    }
+
+    /// Wait (at most `timeout`) until a segment beyond `created` exists. False if
+    /// none came, or the log is failing.
+    pub fn wait_for_segment(&self, created: u64, timeout: std::time::Duration) -> bool {
+        self.kick();
+        let deadline = Instant::now() + timeout;
+        let mut guard = lock(&self.made_lock);
+        loop {
+            if self.created.load(Ordering::SeqCst) > created {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if self.failing() || left.is_zero() {
+                return false;
+            }
+            guard = self
+                .made
+                .wait_timeout(guard, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// The writer made segment `seq` (or failed to: `report` calls this too).
+    pub(super) fn segment_made(&self, seq: Option<u64>) {
+        if let Some(seq) = seq {
+            self.created.fetch_max(seq, Ordering::SeqCst);
+        }
+        let _g = lock(&self.made_lock);
+        self.made.notify_all();
+    }
+
+    /// Ask the writer to finish what is queued, sync, and exit.
+    pub fn stop(&self) {
+        *lock(&self.signal) = true;
+        self.wake.notify_one();
+    }
+
+    pub fn failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn report(&self, what: &str) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        if !self.failing.swap(true, Ordering::SeqCst) {
+            self.segment_made(None);
+            eprintln!(
+                "beanpole: log in {}: {what}; puts are refused until it recovers",
+                self.dir_name
+            );
+        }
+    }
+
+    pub(super) fn clear_failure(&self) {
+        if self.failing.swap(false, Ordering::Relaxed) {
+            eprintln!("beanpole: log in {}: recovered", self.dir_name);
+        }
+    }
+}
+
+/// Lock a std mutex, ignoring poisoning: every holder leaves the data consistent
+/// before anything can panic.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wal::fs::{FsDir, LogDir};
+    use std::time::Duration;
+
+    fn write(seq: u64, offset: u64, bytes: &[u8], end: u64) -> Task {
+        Task::Write {
+            seq,
+            offset,
+            bytes: bytes.to_vec(),
+            end,
+        }
+    }
+
+    fn temp_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("beanpole-pipe-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        dir
+    }
+
+    #[test]
+    fn queued_writes_are_merged_and_written_by_the_caller() {
+        let path = temp_dir("merge");
+        let dir = FsDir::new(&path);
+        let pipe = LogPipe::new(FsyncPolicy::Every(Duration::from_secs(60)), "test".into());
+        pipe.lock_core()
+            .files
+            .insert(1, Arc::from(dir.create(1, 8192).expect("segment")));
+        pipe.submit([write(1, 100, b"abc", 3)]);
+        pipe.submit([write(1, 103, b"def", 6)]);
+        // Not contiguous: a separate write; segment 2 does not exist yet.
+        pipe.submit([write(1, 200, b"xyz", 9), write(2, 64, b"later", 14)]);
+        assert_eq!(lock(&pipe.queue).len(), 3, "the first two are merged");
+        assert_eq!(pipe.acked(), 0);
+        assert!(pipe.write_through(9), "written from this thread");
+        assert_eq!(pipe.acked(), 9);
+        assert!(!pipe.write_through(14), "segment 2 is the writer thread's");
+        let left = pipe.take_queue();
+        assert!(matches!(left.as_slice(), [Task::Write { seq: 2, .. }]));
+        let bytes = dir.read(1).expect("read");
+        assert_eq!(&bytes[100..106], b"abcdef");
+        assert_eq!(&bytes[200..203], b"xyz");
+        let core = pipe.lock_core();
+        assert_eq!(core.written, 9);
+        assert_eq!(core.unsynced.len(), 2, "kept until the periodic fsync");
+        drop(core);
+        let _ = std::fs::remove_dir_all(&path);
+    }
+
+    #[test]
+    fn with_f0_a_written_record_is_not_acknowledged_before_its_fsync() {
+        let path = temp_dir("f0");
+        let dir = FsDir::new(&path);
+        let pipe = LogPipe::new(FsyncPolicy::Always, "test".into());
+        pipe.lock_core()
+            .files
+            .insert(1, Arc::from(dir.create(1, 8192).expect("segment")));
+        pipe.submit([write(1, 64, b"job", 3)]);
+        assert!(!pipe.write_through(3));
+        assert_eq!(pipe.written(), 3);
+        assert_eq!(pipe.acked(), 0);
+        let _ = std::fs::remove_dir_all(&path);
+    }
+}
