@@ -13,7 +13,8 @@ compare.py's servers, load generator and summaries, alternates the servers run b
 What is measured (issue 3, "Figures"):
 
 - ``f0``: put throughput with ``-f 0`` (every change on disk before its reply) at 1, 10
-  and 100 connections, pipeline 1, 100-byte bodies;
+  and 100 connections, pipeline 1, 100-byte bodies; also beanpole without a log under the
+  same loads, the bound of its ``-f 0`` rate;
 - ``f50``: put throughput with ``-f 50`` against the same server without a log;
 - ``restart``: fill a server with 1,000,000 ready 100-byte jobs (pipelined puts), stop it,
   and time a fresh process on the same directory from its start to its first reply to
@@ -290,14 +291,12 @@ def plan(keys: Sequence[str], s: Settings, bench: Path, nofile: int) -> list[Ste
         for pair in range(s.pairs):
             if key == "f0":
                 for n in s.connections:
+                    load = ("--connections", str(n), "--pipeline", "1")
                     for kind in KINDS:
-                        put(
-                            f"f0-c{n}",
-                            kind,
-                            pair,
-                            ("--connections", str(n), "--pipeline", "1"),
-                            "0",
-                        )
+                        put(f"f0-c{n}", kind, pair, load, "0")
+                    # beanpole without a log under the same load: the rate -f 0 can at
+                    # most reach (group commit makes up for the fsyncs, not for the rest).
+                    put(f"f0nolog-c{n}", KINDS[0], pair, load, None)
             elif key == "f50":
                 for ld in F50_LOADS:
                     # Within a pair, log and no log swap order every other pair.

@@ -117,6 +117,13 @@ def section(
                     pp,
                 )
             )
+        for n in s.connections:
+            num, den = f"f0-c{n}", f"f0nolog-c{n}"
+            r = own_ratio(runs, A, num, den, "ops_per_s")
+            pp = per_pair(runs, s.pairs, "ops_per_s", (num, A), (den, A))
+            rows.append(
+                (f"puts/s `-f 0` / no log, {n} conn.: {A}", "(bound, no target)", r, None, pp)
+            )
     if "f50" in keys:
         for ld in F50_LOADS:
             num, den = f"f50-{ld.key}", f"nolog-{ld.key}"
@@ -163,7 +170,11 @@ def section(
         w("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
         lines: list[tuple[str, str, str]] = []
         if "f0" in keys:
-            lines += [("`-f 0`", f"{n} conn., pipeline 1", f"f0-c{n}") for n in s.connections]
+            for n in s.connections:
+                lines += [
+                    ("`-f 0`", f"{n} conn., pipeline 1", f"f0-c{n}"),
+                    ("none", f"{n} conn., pipeline 1", f"f0nolog-c{n}"),
+                ]
         if "f50" in keys:
             for ld in F50_LOADS:
                 lines += [
@@ -172,6 +183,8 @@ def section(
                 ]
         for log, load, k in lines:
             for kind in KINDS:
+                if not any(r.scenario == k and r.kind == kind for r in runs):
+                    continue
                 w(
                     f"| {log} | {load} | {kind} | {fmt(medians(runs, k, kind, 'ops_per_s'))} "
                     f"| {fmt(medians(runs, k, kind, 'p50_us'), 1)} "
