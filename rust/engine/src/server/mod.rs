@@ -6,6 +6,7 @@
 
 mod clock;
 mod conn;
+mod engine;
 mod handle;
 mod listener;
 mod out;
