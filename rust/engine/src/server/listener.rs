@@ -15,6 +15,11 @@ use super::{conn, Shared};
 /// Connections waiting to be accepted, as beanstalkd asks for.
 const BACKLOG: u32 = 1024;
 
+/// Whether an accepted TCP socket inherits TCP_NODELAY from the listening socket (so
+/// setting it once on the listener spares a system call per connection). Linux copies
+/// the option to accepted sockets; elsewhere it is set on each one.
+const NODELAY_INHERITED: bool = cfg!(target_os = "linux");
+
 /// Where to listen, as given by `-l`/`-p`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListenAddr {
@@ -83,6 +88,8 @@ impl Listener {
                     TcpSocket::new_v6()?
                 };
                 socket.set_reuseaddr(true)?;
+                // Replies are written whole, one write per batch: never delay them.
+                socket.set_nodelay(true)?;
                 socket.bind(*sa)?;
                 Ok(Listener::Tcp(socket.listen(BACKLOG)?))
             }
@@ -173,7 +180,9 @@ pub async fn accept_loop(
         };
         match accepted {
             Ok(Accepted::Tcp(stream)) => {
-                let _ = stream.set_nodelay(true);
+                if !NODELAY_INHERITED {
+                    let _ = stream.set_nodelay(true);
+                }
                 spawn_conn(stream, &shared, &stop, &live);
             }
             Ok(Accepted::Unix(stream)) => spawn_conn(stream, &shared, &stop, &live),
@@ -208,5 +217,26 @@ async fn accept(listener: &Listener) -> io::Result<Accepted> {
     match listener {
         Listener::Tcp(l) => l.accept().await.map(|(s, _)| Accepted::Tcp(s)),
         Listener::Unix(l, _) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn accepted_tcp_sockets_do_not_delay_writes() {
+        let listener = Listener::bind(&ListenAddr::Tcp(([127, 0, 0, 1], 0).into())).expect("bind");
+        let Ok(BoundAddr::Tcp(addr)) = listener.local_addr() else {
+            panic!("expected a TCP address");
+        };
+        let _client = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let Ok(Accepted::Tcp(stream)) = accept(&listener).await else {
+            panic!("expected a TCP connection");
+        };
+        // What accept_loop relies on when it skips set_nodelay.
+        if NODELAY_INHERITED {
+            assert!(stream.nodelay().expect("getsockopt"));
+        }
     }
 }
