@@ -16,7 +16,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::watch;
 
 use super::out::Out;
-use super::{ConnWaker, Shared};
+use super::signal::ConnSignal;
+use super::Shared;
 use crate::protocol::{self as proto, parse, Command, Op, ProtocolError, MAX_LINE};
 use crate::stats;
 use crate::store::{ConnId, Delivery, PutRefused, ReserveOutcome, Store};
@@ -101,11 +102,17 @@ struct Conn {
 }
 
 /// Serve one client until it quits, hangs up, or the server stops.
-pub async fn serve<S: Socket>(mut sock: S, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let waker = Arc::new(ConnWaker::default());
+pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
+    let signal = Arc::new(ConnSignal::default());
     let (id, max_job_size) = {
         let mut store = shared.lock();
-        (store.connect(waker.clone()), store.max_job_size())
+        let id = store.connect(signal.clone());
+        if shared.stopping() {
+            // The stop went out before this connection was registered: see it at
+            // the first wait.
+            crate::store::Wakeup::wake(&*signal);
+        }
+        (id, store.max_job_size())
     };
     if shared.verbose > 0 {
         eprintln!("beanpole: connection {id} opened");
@@ -122,7 +129,7 @@ pub async fn serve<S: Socket>(mut sock: S, shared: Arc<Shared>, mut stop: watch:
         log_wait: None,
         log_acked: shared.log_pipe.as_ref().map(|p| p.subscribe()),
     };
-    let result = conn.run(&mut sock, &shared, &waker, &mut stop).await;
+    let result = conn.run(&mut sock, shared, &signal).await;
     if let Err(e) = result {
         if shared.verbose > 0 {
             eprintln!("beanpole: connection {id}: {e}");
@@ -144,8 +151,7 @@ impl Conn {
         &mut self,
         sock: &mut S,
         shared: &Shared,
-        waker: &ConnWaker,
-        stop: &mut watch::Receiver<bool>,
+        signal: &ConnSignal,
     ) -> io::Result<()> {
         loop {
             let flow = if self.waiting {
@@ -175,13 +181,18 @@ impl Conn {
                     // Wait for input without holding a buffer; read it once it is there.
                     let limit = WAIT_READ_LIMIT.saturating_sub(self.input.len());
                     tokio::select! {
-                        _ = waker.0.notified() => self.collect_delivery(shared),
+                        biased;
+                        () = signal.raised() => {
+                            if shared.stopping() {
+                                return Ok(());
+                            }
+                            self.collect_delivery(shared);
+                        }
                         r = sock.readable(), if limit > 0 => {
                             r?;
                             self.input.reserve(limit.min(READ_CHUNK));
                             self.eof |= read_now(sock, &mut self.input, limit).await?;
                         }
-                        _ = stop.changed() => return Ok(()),
                     }
                 }
                 Flow::More => {
@@ -197,8 +208,15 @@ impl Conn {
                             self.input = BytesMut::new();
                         }
                         tokio::select! {
+                            biased;
+                            () = signal.raised() => {
+                                if shared.stopping() {
+                                    return Ok(());
+                                }
+                                // A wakeup left from an earlier reserve: nothing to do.
+                                continue;
+                            }
                             r = sock.readable() => r?,
-                            _ = stop.changed() => return Ok(()),
                         }
                         // Readiness was just reported: read without another select
                         // (a stale report reads nothing and comes back here).
@@ -208,8 +226,13 @@ impl Conn {
                     }
                     let (buf, want) = self.read_target();
                     tokio::select! {
+                        biased;
+                        () = signal.raised() => {
+                            if shared.stopping() {
+                                return Ok(());
+                            }
+                        }
                         r = read_some(sock, buf, want) => self.eof |= r?,
-                        _ = stop.changed() => return Ok(()),
                     }
                 }
             }
