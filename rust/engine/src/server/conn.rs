@@ -17,13 +17,17 @@ use tokio::sync::watch;
 
 use super::out::Out;
 use super::signal::ConnSignal;
-use super::Shared;
+use super::{spare, Shared};
 use crate::protocol::{self as proto, parse, Command, Op, ProtocolError, MAX_LINE};
 use crate::stats;
 use crate::store::{ConnId, Delivery, PutRefused, ReserveOutcome, Store};
 
 /// Bytes read per read call when no body is pending.
-const READ_CHUNK: usize = 16 * 1024;
+const READ_CHUNK: usize = spare::SIZE;
+/// A read goes into the room left after the unconsumed input; below this much room
+/// the buffer is first made to hold [`READ_CHUNK`] more (which, once the input is
+/// consumed, reclaims the room before it instead of allocating).
+const MIN_ROOM: usize = READ_CHUNK / 2;
 /// Stop applying commands once this much output is pending, write it, then go on:
 /// a client pipelining many large peeks cannot make the server buffer without bound.
 const OUT_HIGH_WATER: usize = 1 << 20;
@@ -130,6 +134,7 @@ pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
         log_acked: shared.log_pipe.as_ref().map(|p| p.subscribe()),
     };
     let result = conn.run(&mut sock, shared, &signal).await;
+    spare::give(&mut conn.input);
     if let Err(e) = result {
         if shared.verbose > 0 {
             eprintln!("beanpole: connection {id}: {e}");
@@ -190,6 +195,9 @@ impl Conn {
                         }
                         r = sock.readable(), if limit > 0 => {
                             r?;
+                            if self.input.capacity() == 0 {
+                                self.input = spare::take();
+                            }
                             self.input.reserve(limit.min(READ_CHUNK));
                             self.eof |= read_now(sock, &mut self.input, limit).await?;
                         }
@@ -204,9 +212,7 @@ impl Conn {
                     }
                     if self.input.is_empty() && self.body.capacity() == 0 {
                         // Idle connections hold no buffer: wait for input first.
-                        if self.input.capacity() > 0 {
-                            self.input = BytesMut::new();
-                        }
+                        spare::give(&mut self.input);
                         tokio::select! {
                             biased;
                             () = signal.raised() => {
@@ -274,7 +280,12 @@ impl Conn {
                 (&mut self.body, want)
             }
             _ => {
-                self.input.reserve(READ_CHUNK);
+                if self.input.capacity() == 0 {
+                    self.input = spare::take();
+                }
+                if self.input.capacity() - self.input.len() < MIN_ROOM {
+                    self.input.reserve(READ_CHUNK);
+                }
                 (&mut self.input, READ_CHUNK)
             }
         }

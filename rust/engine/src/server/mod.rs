@@ -12,6 +12,7 @@ mod handle;
 mod listener;
 mod out;
 mod signal;
+mod spare;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
