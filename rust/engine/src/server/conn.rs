@@ -11,10 +11,11 @@
 use std::io;
 use std::sync::Arc;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::sync::watch;
 
+pub use super::input::Socket;
+use super::input::{self, Target, Woken, READ_CHUNK};
 use super::out::Out;
 use super::signal::ConnSignal;
 use super::{spare, Shared};
@@ -22,12 +23,6 @@ use crate::protocol::{self as proto, parse, Command, Op, ProtocolError, MAX_LINE
 use crate::stats;
 use crate::store::{ConnId, Delivery, PutRefused, ReserveOutcome, Store};
 
-/// Bytes read per read call when no body is pending.
-const READ_CHUNK: usize = spare::SIZE;
-/// A read goes into the room left after the unconsumed input; below this much room
-/// the buffer is first made to hold [`READ_CHUNK`] more (which, once the input is
-/// consumed, reclaims the room before it instead of allocating).
-const MIN_ROOM: usize = READ_CHUNK / 2;
 /// Stop applying commands once this much output is pending, write it, then go on:
 /// a client pipelining many large peeks cannot make the server buffer without bound.
 const OUT_HIGH_WATER: usize = 1 << 20;
@@ -36,27 +31,6 @@ const WAIT_READ_LIMIT: usize = 64 * 1024;
 /// A put body at least this long (CRLF included) is read straight into a buffer of
 /// its exact size, which becomes the job's body without a copy.
 const DIRECT_BODY_MIN: usize = 4096;
-
-/// The socket operations a connection needs; TCP and Unix streams both have them.
-/// Reads go through `AsyncRead` because tokio then treats a short read as "drained"
-/// and waits for the next readiness event instead of trying another read that
-/// would only say `WouldBlock`: one read system call per request, not two.
-/// `readable` lets an idle connection wait without holding a read buffer.
-pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
-    fn readable(&self) -> impl std::future::Future<Output = io::Result<()>> + Send;
-}
-
-impl Socket for tokio::net::TcpStream {
-    fn readable(&self) -> impl std::future::Future<Output = io::Result<()>> + Send {
-        tokio::net::TcpStream::readable(self)
-    }
-}
-
-impl Socket for tokio::net::UnixStream {
-    fn readable(&self) -> impl std::future::Future<Output = io::Result<()>> + Send {
-        tokio::net::UnixStream::readable(self)
-    }
-}
 
 /// What the reader expects next.
 #[derive(Debug, Clone, Copy)]
@@ -183,24 +157,20 @@ impl Conn {
                         self.abandon_wait(shared);
                         continue;
                     }
-                    // Wait for input without holding a buffer; read it once it is there.
-                    let limit = WAIT_READ_LIMIT.saturating_sub(self.input.len());
-                    tokio::select! {
-                        biased;
-                        () = signal.raised() => {
-                            if shared.stopping() {
-                                return Ok(());
-                            }
-                            self.collect_delivery(shared);
+                    // Keep reading (up to a bound) to notice a hang-up.
+                    let want = WAIT_READ_LIMIT.saturating_sub(self.input.len());
+                    let target = if want > 0 {
+                        Target::Input {
+                            buf: &mut self.input,
+                            want,
                         }
-                        r = sock.readable(), if limit > 0 => {
-                            r?;
-                            if self.input.capacity() == 0 {
-                                self.input = spare::take();
-                            }
-                            self.input.reserve(limit.min(READ_CHUNK));
-                            self.eof |= read_now(sock, &mut self.input, limit).await?;
-                        }
+                    } else {
+                        Target::Nothing
+                    };
+                    match input::wait(sock, signal, target).await? {
+                        Woken::Signal if shared.stopping() => return Ok(()),
+                        Woken::Signal => self.collect_delivery(shared),
+                        Woken::Read { eof } => self.eof |= eof,
                     }
                 }
                 Flow::More => {
@@ -210,35 +180,12 @@ impl Conn {
                     if self.out.is_empty() && self.pending_input_is_complete_command() {
                         continue;
                     }
-                    if self.input.is_empty() && self.body.capacity() == 0 {
-                        // Idle connections hold no buffer: wait for input first.
-                        spare::give(&mut self.input);
-                        tokio::select! {
-                            biased;
-                            () = signal.raised() => {
-                                if shared.stopping() {
-                                    return Ok(());
-                                }
-                                // A wakeup left from an earlier reserve: nothing to do.
-                                continue;
-                            }
-                            r = sock.readable() => r?,
-                        }
-                        // Readiness was just reported: read without another select
-                        // (a stale report reads nothing and comes back here).
-                        let (buf, want) = self.read_target();
-                        self.eof |= read_now(sock, buf, want).await?;
-                        continue;
-                    }
-                    let (buf, want) = self.read_target();
-                    tokio::select! {
-                        biased;
-                        () = signal.raised() => {
-                            if shared.stopping() {
-                                return Ok(());
-                            }
-                        }
-                        r = read_some(sock, buf, want) => self.eof |= r?,
+                    // With no input pending the wait holds no buffer (see input::wait).
+                    match input::wait(sock, signal, self.read_target()).await? {
+                        Woken::Signal if shared.stopping() => return Ok(()),
+                        // A wakeup left from an earlier reserve: nothing to do.
+                        Woken::Signal => {}
+                        Woken::Read { eof } => self.eof |= eof,
                     }
                 }
             }
@@ -266,9 +213,9 @@ impl Conn {
         }
     }
 
-    /// Where the next read goes, and how much it should take at most. A large body
-    /// gets its own buffer of exactly its size, so the read cannot run past it.
-    fn read_target(&mut self) -> (&mut BytesMut, usize) {
+    /// Where the next read goes. A large body gets its own buffer of exactly its
+    /// size, so the read cannot run past it.
+    fn read_target(&mut self) -> Target<'_> {
         match self.framing {
             Framing::Body { need, .. } if need >= DIRECT_BODY_MIN => {
                 if self.body.capacity() == 0 {
@@ -276,18 +223,12 @@ impl Conn {
                     self.body.extend_from_slice(&self.input);
                     self.input.clear();
                 }
-                let want = need - self.body.len();
-                (&mut self.body, want)
+                Target::Own(&mut self.body)
             }
-            _ => {
-                if self.input.capacity() == 0 {
-                    self.input = spare::take();
-                }
-                if self.input.capacity() - self.input.len() < MIN_ROOM {
-                    self.input.reserve(READ_CHUNK);
-                }
-                (&mut self.input, READ_CHUNK)
-            }
+            _ => Target::Input {
+                buf: &mut self.input,
+                want: READ_CHUNK,
+            },
         }
     }
 
@@ -571,30 +512,5 @@ fn encode_delivery(out: &mut Out, d: &Delivery) {
         Delivery::Reserved { id, body } => encode_job(out, b"RESERVED ", *id, body),
         Delivery::DeadlineSoon => out.extend(proto::DEADLINE_SOON),
         Delivery::TimedOut => out.extend(proto::TIMED_OUT),
-    }
-}
-
-/// [`read_some`] if the socket has data now; otherwise nothing is read (readiness
-/// can be stale) and the caller goes back to waiting for whatever comes first.
-async fn read_now<S: Socket>(sock: &mut S, buf: &mut BytesMut, want: usize) -> io::Result<bool> {
-    let read = read_some(sock, buf, want);
-    tokio::pin!(read);
-    std::future::poll_fn(|cx| match std::future::Future::poll(read.as_mut(), cx) {
-        std::task::Poll::Ready(r) => std::task::Poll::Ready(r),
-        std::task::Poll::Pending => std::task::Poll::Ready(Ok(false)),
-    })
-    .await
-}
-
-/// Read once into `buf`'s spare room, taking at most `want` (> 0) bytes. True when
-/// the client closed its side.
-async fn read_some<S: Socket>(sock: &mut S, buf: &mut BytesMut, want: usize) -> io::Result<bool> {
-    let room = buf.capacity() - buf.len();
-    let mut limited = (&mut *buf).limit(want.min(room).max(1));
-    match sock.read_buf(&mut limited).await {
-        Ok(0) => Ok(true),
-        Ok(_) => Ok(false),
-        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(true),
-        Err(e) => Err(e),
     }
 }

@@ -9,6 +9,7 @@ mod clock;
 mod conn;
 mod engine;
 mod handle;
+mod input;
 mod listener;
 mod out;
 mod signal;

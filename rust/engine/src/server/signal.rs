@@ -3,11 +3,11 @@
 //!
 //! One per connection, registered in the store with the connection. The task's waker
 //! stays registered from one wait to the next (a task's waker does not change), so
-//! waiting costs two atomic loads and an uncontended lock, and nothing has to be
+//! waiting costs two atomic swaps and an uncontended lock, and nothing has to be
 //! subscribed or unregistered around every read the way a `Notify` or `watch` future
-//! is: the connection waits for its socket and its signal together on every request.
+//! is: the connection waits for its socket and its signal together on every request
+//! (see `input::wait`).
 
-use std::future::poll_fn;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
@@ -46,11 +46,6 @@ impl ConnSignal {
         }
         Poll::Pending
     }
-
-    /// Wait until the signal is raised.
-    pub async fn raised(&self) {
-        poll_fn(|cx| self.poll_raised(cx)).await;
-    }
 }
 
 impl Wakeup for ConnSignal {
@@ -66,13 +61,14 @@ impl Wakeup for ConnSignal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::poll_fn;
     use std::sync::Arc;
 
     #[tokio::test]
     async fn a_raise_before_the_wait_is_kept() {
         let s = ConnSignal::default();
         s.wake();
-        s.raised().await;
+        poll_fn(|cx| s.poll_raised(cx)).await;
         // Seen once, then lowered.
         let again = poll_fn(|cx| Poll::Ready(s.poll_raised(cx))).await;
         assert!(again.is_pending());
@@ -83,7 +79,7 @@ mod tests {
         let s = Arc::new(ConnSignal::default());
         let waiter = tokio::spawn({
             let s = Arc::clone(&s);
-            async move { s.raised().await }
+            async move { poll_fn(|cx| s.poll_raised(cx)).await }
         });
         tokio::task::yield_now().await;
         s.wake();
