@@ -58,13 +58,15 @@ pub enum Woken {
 }
 
 /// Wait until the signal is raised or the socket has input, and read it into `target`.
-/// The signal is looked at first.
-pub async fn wait<S: Socket>(
-    sock: &mut S,
-    signal: &ConnSignal,
-    mut target: Target<'_>,
-) -> io::Result<Woken> {
-    poll_fn(|cx| {
+/// The signal is looked at first. (A plain function returning the `poll_fn`, not an
+/// `async fn`: an async fn would keep a second copy of its arguments in the
+/// connection's task.)
+pub fn wait<'a, S: Socket>(
+    sock: &'a mut S,
+    signal: &'a ConnSignal,
+    mut target: Target<'a>,
+) -> impl Future<Output = io::Result<Woken>> + 'a {
+    poll_fn(move |cx| {
         if signal.poll_raised(cx).is_ready() {
             return Poll::Ready(Ok(Woken::Signal));
         }
@@ -92,7 +94,6 @@ pub async fn wait<S: Socket>(
         // the read future loses nothing (it takes bytes only when it completes).
         polled.map(|r| r.map(|eof| Woken::Read { eof }))
     })
-    .await
 }
 
 /// Read once into `buf`'s spare room, taking at most `want` (> 0) bytes. True when
