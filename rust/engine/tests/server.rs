@@ -7,10 +7,16 @@ use std::time::Duration;
 
 use beanpole_engine::server::{BoundAddr, ServerConfig, ServerHandle};
 
+/// A server with two workers (a multi-thread runtime).
 fn start() -> (ServerHandle, SocketAddr) {
+    start_with(2)
+}
+
+/// A server with `threads` workers: 1 runs on a current-thread runtime.
+fn start_with(threads: usize) -> (ServerHandle, SocketAddr) {
     let config = ServerConfig {
         listen: beanpole_engine::server::ListenAddr::Tcp(([127, 0, 0, 1], 0).into()),
-        threads: 2,
+        threads,
         ..ServerConfig::default()
     };
     let handle = match ServerHandle::start(config) {
@@ -202,11 +208,52 @@ fn garbage_never_kills_the_server() {
 
 #[test]
 fn stop_closes_connections_and_wait_returns() {
-    let (mut server, addr) = start();
-    let mut c = Client::connect(addr);
-    c.send(b"reserve\r\n");
-    assert!(!server.wait(Some(Duration::from_millis(10))));
-    server.stop(Duration::from_secs(5));
-    assert!(server.wait(Some(Duration::ZERO)));
-    assert_eq!(c.line(), "");
+    for threads in [1, 2] {
+        let (mut server, addr) = start_with(threads);
+        let mut blocked = Client::connect(addr);
+        blocked.send(b"reserve\r\n");
+        let mut idle = Client::connect(addr);
+        assert_eq!(idle.cmd(b"use a\r\n"), "USING a\r\n");
+        let mut partial = Client::connect(addr);
+        partial.send(b"put 0 0 60 5\r\nab");
+        // The partial put is read before the stop (a reply on the same connection
+        // would come after it).
+        let mut probe = Client::connect(addr);
+        assert_eq!(probe.cmd(b"list-tube-used\r\n"), "USING default\r\n");
+        assert!(!server.wait(Some(Duration::from_millis(10))));
+        server.stop(Duration::from_secs(5));
+        assert!(server.wait(Some(Duration::ZERO)), "threads {threads}");
+        for c in [&mut blocked, &mut idle, &mut partial, &mut probe] {
+            assert_eq!(c.line(), "", "threads {threads}: closed without a reply");
+        }
+    }
+}
+
+#[test]
+fn stop_ends_a_connection_stuck_writing_to_a_client_that_never_reads() {
+    for threads in [1, 2] {
+        let (mut server, addr) = start_with(threads);
+        let mut c = Client::connect(addr);
+        let body = vec![b'x'; 60_000];
+        let mut put = format!("put 0 0 60 {}\r\n", body.len()).into_bytes();
+        put.extend_from_slice(&body);
+        put.extend_from_slice(b"\r\n");
+        assert_eq!(c.cmd(&put), "INSERTED 1\r\n");
+        let greedy = TcpStream::connect(addr).expect("connect");
+        greedy
+            .set_write_timeout(Some(Duration::from_millis(500)))
+            .expect("timeout");
+        let mut w = &greedy;
+        for _ in 0..2000 {
+            if w.write_all(b"peek 1\r\n").is_err() {
+                break;
+            }
+        }
+        // That connection's task waits for the socket to take more output and never
+        // looks at the stop signal: stop gives up on it after the timeout and the
+        // runtime drops it.
+        server.stop(Duration::from_millis(200));
+        assert!(server.wait(Some(Duration::ZERO)), "threads {threads}");
+        assert_eq!(c.line(), "", "threads {threads}");
+    }
 }

@@ -6,14 +6,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
-
 use super::Shared;
 
 /// Longest sleep of the clock when there is a log to compact.
 const LOG_MAINTENANCE: Duration = Duration::from_secs(1);
 
-pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+/// Runs until the server stops (its alarm rings with [`Shared::stopping`] set).
+pub async fn run(shared: Arc<Shared>) {
     loop {
         let now = shared.now();
         let (next, settled) = {
@@ -33,7 +32,9 @@ pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         tokio::select! {
             _ = tokio::time::sleep(sleep) => {}
             _ = shared.clock.notified() => {}
-            _ = stop.changed() => return,
+        }
+        if shared.stopping() {
+            return;
         }
     }
 }

@@ -11,18 +11,18 @@
 use std::io;
 use std::sync::Arc;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::sync::watch;
 
+pub use super::input::Socket;
+use super::input::{self, Target, Woken, READ_CHUNK};
 use super::out::Out;
-use super::{ConnWaker, Shared};
+use super::signal::ConnSignal;
+use super::{spare, Shared};
 use crate::protocol::{self as proto, parse, Command, Op, ProtocolError, MAX_LINE};
 use crate::stats;
 use crate::store::{ConnId, Delivery, PutRefused, ReserveOutcome, Store};
 
-/// Bytes read per read call when no body is pending.
-const READ_CHUNK: usize = 16 * 1024;
 /// Stop applying commands once this much output is pending, write it, then go on:
 /// a client pipelining many large peeks cannot make the server buffer without bound.
 const OUT_HIGH_WATER: usize = 1 << 20;
@@ -31,27 +31,6 @@ const WAIT_READ_LIMIT: usize = 64 * 1024;
 /// A put body at least this long (CRLF included) is read straight into a buffer of
 /// its exact size, which becomes the job's body without a copy.
 const DIRECT_BODY_MIN: usize = 4096;
-
-/// The socket operations a connection needs; TCP and Unix streams both have them.
-/// Reads go through `AsyncRead` because tokio then treats a short read as "drained"
-/// and waits for the next readiness event instead of trying another read that
-/// would only say `WouldBlock`: one read system call per request, not two.
-/// `readable` lets an idle connection wait without holding a read buffer.
-pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
-    fn readable(&self) -> impl std::future::Future<Output = io::Result<()>> + Send;
-}
-
-impl Socket for tokio::net::TcpStream {
-    fn readable(&self) -> impl std::future::Future<Output = io::Result<()>> + Send {
-        tokio::net::TcpStream::readable(self)
-    }
-}
-
-impl Socket for tokio::net::UnixStream {
-    fn readable(&self) -> impl std::future::Future<Output = io::Result<()>> + Send {
-        tokio::net::UnixStream::readable(self)
-    }
-}
 
 /// What the reader expects next.
 #[derive(Debug, Clone, Copy)]
@@ -101,11 +80,17 @@ struct Conn {
 }
 
 /// Serve one client until it quits, hangs up, or the server stops.
-pub async fn serve<S: Socket>(mut sock: S, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let waker = Arc::new(ConnWaker::default());
+pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
+    let signal = Arc::new(ConnSignal::default());
     let (id, max_job_size) = {
         let mut store = shared.lock();
-        (store.connect(waker.clone()), store.max_job_size())
+        let id = store.connect(signal.clone());
+        if shared.stopping() {
+            // The stop went out before this connection was registered: see it at
+            // the first wait.
+            crate::store::Wakeup::wake(&*signal);
+        }
+        (id, store.max_job_size())
     };
     if shared.verbose > 0 {
         eprintln!("beanpole: connection {id} opened");
@@ -122,7 +107,8 @@ pub async fn serve<S: Socket>(mut sock: S, shared: Arc<Shared>, mut stop: watch:
         log_wait: None,
         log_acked: shared.log_pipe.as_ref().map(|p| p.subscribe()),
     };
-    let result = conn.run(&mut sock, &shared, &waker, &mut stop).await;
+    let result = conn.run(&mut sock, shared, &signal).await;
+    spare::give(&mut conn.input);
     if let Err(e) = result {
         if shared.verbose > 0 {
             eprintln!("beanpole: connection {id}: {e}");
@@ -146,8 +132,7 @@ impl Conn {
         &mut self,
         sock: &mut S,
         shared: &Shared,
-        waker: &ConnWaker,
-        stop: &mut watch::Receiver<bool>,
+        signal: &ConnSignal,
     ) -> io::Result<()> {
         loop {
             let flow = if self.waiting {
@@ -168,7 +153,12 @@ impl Conn {
                         // records first: then one write covers them all.
                         tokio::task::yield_now().await;
                     }
-                    if !pipe.write_through(position) && !pipe.wait_acked(acked, position).await {
+                    // The wait's future is boxed: it is only needed when the write
+                    // is someone else's or an fsync is awaited, and inline it would
+                    // make every connection's task larger.
+                    if !pipe.write_through(position)
+                        && !Box::pin(pipe.wait_acked(acked, position)).await
+                    {
                         return Ok(());
                     }
                 }
@@ -181,16 +171,20 @@ impl Conn {
                         self.abandon_wait(shared);
                         continue;
                     }
-                    // Wait for input without holding a buffer; read it once it is there.
-                    let limit = WAIT_READ_LIMIT.saturating_sub(self.input.len());
-                    tokio::select! {
-                        _ = waker.0.notified() => self.collect_delivery(shared),
-                        r = sock.readable(), if limit > 0 => {
-                            r?;
-                            self.input.reserve(limit.min(READ_CHUNK));
-                            self.eof |= read_now(sock, &mut self.input, limit).await?;
+                    // Keep reading (up to a bound) to notice a hang-up.
+                    let want = WAIT_READ_LIMIT.saturating_sub(self.input.len());
+                    let target = if want > 0 {
+                        Target::Input {
+                            buf: &mut self.input,
+                            want,
                         }
-                        _ = stop.changed() => return Ok(()),
+                    } else {
+                        Target::Nothing
+                    };
+                    match input::wait(sock, signal, target).await? {
+                        Woken::Signal if shared.stopping() => return Ok(()),
+                        Woken::Signal => self.collect_delivery(shared),
+                        Woken::Read { eof } => self.eof |= eof,
                     }
                 }
                 Flow::More => {
@@ -200,25 +194,12 @@ impl Conn {
                     if self.out.is_empty() && self.pending_input_is_complete_command() {
                         continue;
                     }
-                    if self.input.is_empty() && self.body.capacity() == 0 {
-                        // Idle connections hold no buffer: wait for input first.
-                        if self.input.capacity() > 0 {
-                            self.input = BytesMut::new();
-                        }
-                        tokio::select! {
-                            r = sock.readable() => r?,
-                            _ = stop.changed() => return Ok(()),
-                        }
-                        // Readiness was just reported: read without another select
-                        // (a stale report reads nothing and comes back here).
-                        let (buf, want) = self.read_target();
-                        self.eof |= read_now(sock, buf, want).await?;
-                        continue;
-                    }
-                    let (buf, want) = self.read_target();
-                    tokio::select! {
-                        r = read_some(sock, buf, want) => self.eof |= r?,
-                        _ = stop.changed() => return Ok(()),
+                    // With no input pending the wait holds no buffer (see input::wait).
+                    match input::wait(sock, signal, self.read_target()).await? {
+                        Woken::Signal if shared.stopping() => return Ok(()),
+                        // A wakeup left from an earlier reserve: nothing to do.
+                        Woken::Signal => {}
+                        Woken::Read { eof } => self.eof |= eof,
                     }
                 }
             }
@@ -246,9 +227,9 @@ impl Conn {
         }
     }
 
-    /// Where the next read goes, and how much it should take at most. A large body
-    /// gets its own buffer of exactly its size, so the read cannot run past it.
-    fn read_target(&mut self) -> (&mut BytesMut, usize) {
+    /// Where the next read goes. A large body gets its own buffer of exactly its
+    /// size, so the read cannot run past it.
+    fn read_target(&mut self) -> Target<'_> {
         match self.framing {
             Framing::Body { need, .. } if need >= DIRECT_BODY_MIN => {
                 if self.body.capacity() == 0 {
@@ -256,13 +237,12 @@ impl Conn {
                     self.body.extend_from_slice(&self.input);
                     self.input.clear();
                 }
-                let want = need - self.body.len();
-                (&mut self.body, want)
+                Target::Own(&mut self.body)
             }
-            _ => {
-                self.input.reserve(READ_CHUNK);
-                (&mut self.input, READ_CHUNK)
-            }
+            _ => Target::Input {
+                buf: &mut self.input,
+                want: READ_CHUNK,
+            },
         }
     }
 
@@ -546,30 +526,5 @@ fn encode_delivery(out: &mut Out, d: &Delivery) {
         Delivery::Reserved { id, body } => encode_job(out, b"RESERVED ", *id, body),
         Delivery::DeadlineSoon => out.extend(proto::DEADLINE_SOON),
         Delivery::TimedOut => out.extend(proto::TIMED_OUT),
-    }
-}
-
-/// [`read_some`] if the socket has data now; otherwise nothing is read (readiness
-/// can be stale) and the caller goes back to waiting for whatever comes first.
-async fn read_now<S: Socket>(sock: &mut S, buf: &mut BytesMut, want: usize) -> io::Result<bool> {
-    let read = read_some(sock, buf, want);
-    tokio::pin!(read);
-    std::future::poll_fn(|cx| match std::future::Future::poll(read.as_mut(), cx) {
-        std::task::Poll::Ready(r) => std::task::Poll::Ready(r),
-        std::task::Poll::Pending => std::task::Poll::Ready(Ok(false)),
-    })
-    .await
-}
-
-/// Read once into `buf`'s spare room, taking at most `want` (> 0) bytes. True when
-/// the client closed its side.
-async fn read_some<S: Socket>(sock: &mut S, buf: &mut BytesMut, want: usize) -> io::Result<bool> {
-    let room = buf.capacity() - buf.len();
-    let mut limited = (&mut *buf).limit(want.min(room).max(1));
-    match sock.read_buf(&mut limited).await {
-        Ok(0) => Ok(true),
-        Ok(_) => Ok(false),
-        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(true),
-        Err(e) => Err(e),
     }
 }

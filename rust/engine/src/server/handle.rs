@@ -9,9 +9,9 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use thiserror::Error;
-use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 
+use super::engine::{Engine, Running};
 use super::{run, BoundAddr, ListenAddr, Listener, Shared};
 use crate::protocol::{DEFAULT_MAX_JOB_SIZE, MAX_JOB_SIZE_LIMIT};
 use crate::stats::StatValue;
@@ -90,7 +90,7 @@ impl Done {
 /// A running server.
 #[derive(Debug)]
 pub struct ServerHandle {
-    runtime: Option<Runtime>,
+    runtime: Option<Running>,
     /// Ends the accept loop. A oneshot: shutdown happens once.
     shutdown: Mutex<Option<oneshot::Sender<()>>>,
     done: Arc<Done>,
@@ -109,17 +109,14 @@ impl ServerHandle {
                 config.max_job_size
             )));
         }
-        let mut builder = tokio::runtime::Builder::new_multi_thread();
-        builder.enable_all().thread_name("beanpole");
-        builder.worker_threads(worker_threads(config.threads));
-        let runtime = builder.build().map_err(ServerError::Runtime)?;
+        let engine = Engine::new(worker_threads(config.threads)).map_err(ServerError::Runtime)?;
         // The log comes first: a locked or corrupt directory fails the start before
         // anything listens.
         let log = match &config.log {
             Some(lc) => Some(crate::wal::open(lc, config.max_job_size)?),
             None => None,
         };
-        let listener = runtime
+        let listener = engine
             .block_on(async { Listener::bind(&config.listen) })
             .map_err(|e| ServerError::Bind {
                 addr: describe(&config.listen),
@@ -138,13 +135,15 @@ impl ServerHandle {
         let done = Arc::new(Done::default());
         let task_done = Arc::clone(&done);
         let task_shared = Arc::clone(&shared);
-        runtime.spawn(async move {
-            run(listener, task_shared, async {
-                let _ = rx.await;
+        let runtime = engine
+            .run(async move {
+                run(listener, task_shared, async {
+                    let _ = rx.await;
+                })
+                .await;
+                task_done.set();
             })
-            .await;
-            task_done.set();
-        });
+            .map_err(ServerError::Runtime)?;
         Ok(ServerHandle {
             runtime: Some(runtime),
             shutdown: Mutex::new(Some(tx)),
@@ -195,7 +194,7 @@ impl ServerHandle {
         self.signal_stop();
         self.done.wait(Some(timeout));
         if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(timeout);
+            rt.stop(timeout);
         }
         if let BoundAddr::Unix(path) = &self.addr {
             let _ = std::fs::remove_file(path);

@@ -1,19 +1,25 @@
 //! Listening sockets (TCP over IPv4 or IPv6, or a Unix socket) and the accept loop.
 
+use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpSocket, UnixListener};
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
 
 use super::{conn, Shared};
 
 /// Connections waiting to be accepted, as beanstalkd asks for.
 const BACKLOG: u32 = 1024;
+
+/// Whether an accepted TCP socket inherits TCP_NODELAY from the listening socket (so
+/// setting it once on the listener spares a system call per connection). Linux copies
+/// the option to accepted sockets; elsewhere it is set on each one.
+const NODELAY_INHERITED: bool = cfg!(target_os = "linux");
 
 /// Where to listen, as given by `-l`/`-p`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +89,8 @@ impl Listener {
                     TcpSocket::new_v6()?
                 };
                 socket.set_reuseaddr(true)?;
+                // Replies are written whole, one write per batch: never delay them.
+                socket.set_nodelay(true)?;
                 socket.bind(*sa)?;
                 Ok(Listener::Tcp(socket.listen(BACKLOG)?))
             }
@@ -123,60 +131,67 @@ fn remove_stale_socket(path: &std::path::Path) -> io::Result<()> {
 /// without keeping a handle per task (a `JoinSet` costs an allocation per
 /// connection and a wakeup of the accept loop whenever one ends).
 #[derive(Debug, Default)]
-struct Live {
-    count: std::sync::atomic::AtomicUsize,
+pub struct Live {
+    count: AtomicUsize,
     /// Signalled when the count drops to zero. A `Notify` because the waiter checks
     /// the count after registering, so a last exit cannot be missed.
     none_left: Notify,
 }
 
-/// Decrements the live count when a connection task ends, however it ends.
-struct LiveGuard(Arc<Live>);
-
-impl Drop for LiveGuard {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.none_left.notify_waiters();
+impl Live {
+    /// Wait until no connection task is left.
+    pub async fn wait_for_none(&self) {
+        loop {
+            let none_left = self.none_left.notified();
+            tokio::pin!(none_left);
+            none_left.as_mut().enable();
+            if self.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            none_left.await;
         }
     }
 }
 
-fn spawn_conn<S: conn::Socket>(
-    sock: S,
-    shared: &Arc<Shared>,
-    stop: &watch::Sender<bool>,
-    live: &Arc<Live>,
-) {
-    live.count.fetch_add(1, Ordering::AcqRel);
-    let guard = LiveGuard(Arc::clone(live));
-    let (shared, stop) = (Arc::clone(shared), stop.subscribe());
+/// Holds a connection task's place in [`Live`]; the count drops when the task ends,
+/// however it ends (also when a stopped runtime drops it).
+struct LiveGuard(Arc<Shared>);
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        let live = &self.0.live;
+        if live.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            live.none_left.notify_waiters();
+        }
+    }
+}
+
+fn spawn_conn<S: conn::Socket>(sock: S, shared: &Arc<Shared>) {
+    shared.live.count.fetch_add(1, Ordering::AcqRel);
+    let guard = LiveGuard(Arc::clone(shared));
     tokio::spawn(async move {
-        let _guard = guard;
-        conn::serve(sock, shared, stop).await;
+        conn::serve(sock, &guard.0).await;
+        drop(guard);
     });
 }
 
-/// Accept until `shutdown` resolves; then tell every connection to stop and wait
-/// for them.
-pub async fn accept_loop(
-    listener: Listener,
-    shared: Arc<Shared>,
-    stop: watch::Sender<bool>,
-    shutdown: impl std::future::Future,
-) {
-    let live = Arc::new(Live::default());
+/// Accept until `shutdown` resolves, then close the listening socket.
+pub async fn accept_loop(listener: Listener, shared: &Arc<Shared>, shutdown: impl Future) {
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
+            biased;
             _ = &mut shutdown => break,
             accepted = accept(&listener) => accepted,
         };
         match accepted {
             Ok(Accepted::Tcp(stream)) => {
-                let _ = stream.set_nodelay(true);
-                spawn_conn(stream, &shared, &stop, &live);
+                if !NODELAY_INHERITED {
+                    let _ = stream.set_nodelay(true);
+                }
+                spawn_conn(stream, shared);
             }
-            Ok(Accepted::Unix(stream)) => spawn_conn(stream, &shared, &stop, &live),
+            Ok(Accepted::Unix(stream)) => spawn_conn(stream, shared),
             Err(e) => {
                 // Out of file descriptors or a transient network error: say so and
                 // back off briefly instead of spinning on the same error.
@@ -184,18 +199,6 @@ pub async fn accept_loop(
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
-    }
-    drop(listener);
-    // The connections see the stop signal at their next await point.
-    let _ = stop.send(true);
-    loop {
-        let none_left = live.none_left.notified();
-        tokio::pin!(none_left);
-        none_left.as_mut().enable();
-        if live.count.load(Ordering::Acquire) == 0 {
-            break;
-        }
-        none_left.await;
     }
 }
 
@@ -208,5 +211,26 @@ async fn accept(listener: &Listener) -> io::Result<Accepted> {
     match listener {
         Listener::Tcp(l) => l.accept().await.map(|(s, _)| Accepted::Tcp(s)),
         Listener::Unix(l, _) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn accepted_tcp_sockets_do_not_delay_writes() {
+        let listener = Listener::bind(&ListenAddr::Tcp(([127, 0, 0, 1], 0).into())).expect("bind");
+        let Ok(BoundAddr::Tcp(addr)) = listener.local_addr() else {
+            panic!("expected a TCP address");
+        };
+        let _client = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let Ok(Accepted::Tcp(stream)) = accept(&listener).await else {
+            panic!("expected a TCP connection");
+        };
+        // What accept_loop relies on when it skips set_nodelay.
+        if NODELAY_INHERITED {
+            assert!(stream.nodelay().expect("getsockopt"));
+        }
     }
 }

@@ -2,15 +2,20 @@
 //!
 //! Shape: [`run`] accepts until `shutdown` resolves; every connection runs
 //! [`conn::serve`]; [`clock::run`] sleeps until the store's next deadline. All of
-//! them share one [`Shared`]: the store behind a mutex and the clock's alarm.
+//! them share one [`Shared`]: the store behind a mutex, the clock's alarm, the stop
+//! flag and the count of running connections.
 
 mod clock;
 mod conn;
+mod engine;
 mod handle;
+mod input;
 mod listener;
 mod out;
+mod signal;
+mod spare;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
@@ -43,6 +48,11 @@ pub struct Shared {
     armed: AtomicU64,
     epoch: Instant,
     verbose: u8,
+    /// Set once when the server stops; connections and the clock check it whenever
+    /// they are signalled. Written with the store lock held (see [`Shared::stop_all`]).
+    stopping: AtomicBool,
+    /// The connection tasks still running.
+    live: listener::Live,
     fixed: FixedInfo,
     /// The write-ahead log's hand-over to its writer thread, when there is a log.
     pub(crate) log_pipe: Option<Arc<crate::wal::pipe::LogPipe>>,
@@ -78,6 +88,8 @@ impl Shared {
             armed: AtomicU64::new(u64::MAX),
             epoch,
             verbose,
+            stopping: AtomicBool::new(false),
+            live: listener::Live::default(),
             fixed: FixedInfo {
                 id: stats::process::instance_id(),
                 hostname,
@@ -145,6 +157,26 @@ impl Shared {
         }
     }
 
+    /// Whether the server is stopping: a signalled connection or clock ends.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Tell every connection and the clock to end. Connections see it at their next
+    /// wait; one that registers later finds the flag set when it connects.
+    fn stop_all(&self) {
+        let wakeups = {
+            let mut store = self.lock();
+            self.stopping.store(true, Ordering::Release);
+            store.wake_all();
+            store.take_wakeups()
+        };
+        for w in wakeups {
+            w.wake();
+        }
+        self.clock.notify_one();
+    }
+
     /// The full `stats` as ordered pairs.
     pub fn stats_pairs(&self, store: &Store) -> Vec<(&'static str, StatValue)> {
         stats::server_pairs(&store.stats(), &self.process_info(store))
@@ -184,24 +216,11 @@ pub struct Settled {
     log: Option<u64>,
 }
 
-/// Wakes one connection task blocked in reserve. A `Notify` because the store may
-/// deliver before the task starts waiting: `notify_one` then leaves a permit and the
-/// wakeup is not lost; there is never more than one waiter per connection.
-#[derive(Debug, Default)]
-struct ConnWaker(Notify);
-
-impl Wakeup for ConnWaker {
-    fn wake(&self) {
-        self.0.notify_one();
-    }
-}
-
 /// Serve `listener` until `shutdown` resolves, then close every connection.
 pub async fn run(listener: Listener, shared: Arc<Shared>, shutdown: impl std::future::Future) {
-    // A watch channel because every connection task and the clock must all see the
-    // one stop signal, whenever they next look, including tasks spawned after it.
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let clock = tokio::spawn(clock::run(Arc::clone(&shared), stop_rx));
-    listener::accept_loop(listener, shared, stop_tx, shutdown).await;
+    let clock = tokio::spawn(clock::run(Arc::clone(&shared)));
+    listener::accept_loop(listener, &shared, shutdown).await;
+    shared.stop_all();
+    shared.live.wait_for_none().await;
     let _ = clock.await;
 }

@@ -198,6 +198,12 @@ impl Store {
         std::mem::take(&mut self.wakeups)
     }
 
+    /// Queue the wakeup of every connection (the server is stopping).
+    pub fn wake_all(&mut self) {
+        let wakers = self.conns.iter().flatten().map(|c| Arc::clone(&c.waker));
+        self.wakeups.extend(wakers);
+    }
+
     /// Whether there are wakeups to take.
     pub fn has_wakeups(&self) -> bool {
         !self.wakeups.is_empty()

@@ -1,0 +1,174 @@
+//! How a connection waits: for its next input or its signal, whichever comes first,
+//! reading the input in the same poll that finds it there.
+//!
+//! The wait is one `poll_fn` over the signal and the socket's `poll_read`, with no
+//! future of its own to keep between polls: tokio keeps the task's waker in the
+//! socket's reader slot, so waiting costs neither a readiness future (with its
+//! entry in a locked waiter list, added and removed around every wait) nor the
+//! bytes to hold one in every idle connection's task.
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::pin::pin;
+use std::task::Poll;
+
+use bytes::{BufMut, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+
+use super::signal::ConnSignal;
+use super::spare;
+
+/// Bytes a read asks for when nothing limits it.
+pub const READ_CHUNK: usize = spare::SIZE;
+/// A read goes into the room left after the unconsumed input; below this much room
+/// the buffer is first made to hold [`READ_CHUNK`] more (which, once the input is
+/// consumed, reclaims the room before it instead of allocating).
+const MIN_ROOM: usize = READ_CHUNK / 2;
+
+/// The socket operations a connection needs; TCP and Unix streams both have them.
+/// Reads go through `AsyncRead` because tokio then treats a short read as "drained"
+/// and waits for the next readiness event instead of trying another read that
+/// would only say `WouldBlock`: one read system call per request, not two.
+pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl Socket for tokio::net::TcpStream {}
+
+impl Socket for tokio::net::UnixStream {}
+
+/// Where a read goes.
+#[derive(Debug)]
+pub enum Target<'a> {
+    /// The connection's input buffer, taking at most `want` bytes. It is borrowed
+    /// from [`spare`] for the read and handed back if it is still empty afterwards,
+    /// so a connection waiting with no input pending holds no buffer.
+    Input { buf: &'a mut BytesMut, want: usize },
+    /// A buffer of its own (a large put body), up to its capacity.
+    Own(&'a mut BytesMut),
+    /// Read nothing; wait for the signal only.
+    Nothing,
+}
+
+/// What ended a wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woken {
+    /// The connection's signal was raised (a delivery, or the server stops).
+    Signal,
+    /// Something was read, or the client closed its side (`eof`).
+    Read { eof: bool },
+}
+
+/// Wait until the signal is raised or the socket has input, and read it into `target`.
+/// The signal is looked at first. (A plain function returning the `poll_fn`, not an
+/// `async fn`: an async fn would keep a second copy of its arguments in the
+/// connection's task.)
+pub fn wait<'a, S: Socket>(
+    sock: &'a mut S,
+    signal: &'a ConnSignal,
+    mut target: Target<'a>,
+) -> impl Future<Output = io::Result<Woken>> + 'a {
+    poll_fn(move |cx| {
+        if signal.poll_raised(cx).is_ready() {
+            return Poll::Ready(Ok(Woken::Signal));
+        }
+        let polled = match &mut target {
+            Target::Nothing => return Poll::Pending,
+            Target::Own(buf) => {
+                let want = buf.capacity() - buf.len();
+                pin!(read_some(sock, buf, want)).poll(cx)
+            }
+            Target::Input { buf, want } => {
+                if buf.capacity() == 0 {
+                    **buf = spare::take();
+                }
+                if buf.capacity() - buf.len() < MIN_ROOM.min(*want) {
+                    buf.reserve(READ_CHUNK.min(*want));
+                }
+                let polled = pin!(read_some(sock, buf, *want)).poll(cx);
+                if polled.is_pending() && buf.is_empty() {
+                    spare::give(buf);
+                }
+                polled
+            }
+        };
+        // A pending read has registered the task's waker with the socket; dropping
+        // the read future loses nothing (it takes bytes only when it completes).
+        polled.map(|r| r.map(|eof| Woken::Read { eof }))
+    })
+}
+
+/// Read once into `buf`'s spare room, taking at most `want` (> 0) bytes. True when
+/// the client closed its side.
+async fn read_some<S: Socket>(sock: &mut S, buf: &mut BytesMut, want: usize) -> io::Result<bool> {
+    let room = buf.capacity() - buf.len();
+    let mut limited = (&mut *buf).limit(want.min(room).max(1));
+    match sock.read_buf(&mut limited).await {
+        Ok(0) => Ok(true),
+        Ok(_) => Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Wakeup;
+    use tokio::io::AsyncWriteExt;
+
+    #[tokio::test]
+    async fn input_is_read_and_an_idle_wait_holds_no_buffer() {
+        let (mut a, mut b) = tokio::net::UnixStream::pair().expect("pair");
+        let signal = ConnSignal::default();
+        let mut buf = BytesMut::new();
+        b.write_all(b"use x\r\n").await.expect("write");
+        let woken = wait(
+            &mut a,
+            &signal,
+            Target::Input {
+                buf: &mut buf,
+                want: 100,
+            },
+        )
+        .await;
+        assert_eq!(woken.expect("read"), Woken::Read { eof: false });
+        assert_eq!(&buf[..], b"use x\r\n");
+        // Nothing more to read: the wait is pending, and the buffer went back.
+        buf.clear();
+        let mut target = Some(Target::Input {
+            buf: &mut buf,
+            want: 100,
+        });
+        let pending = poll_fn(|cx| {
+            let w = pin!(wait(&mut a, &signal, target.take().expect("once")));
+            Poll::Ready(w.poll(cx).is_pending())
+        })
+        .await;
+        assert!(pending);
+        assert_eq!(buf.capacity(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_signal_comes_first_and_eof_is_reported() {
+        let (mut a, b) = tokio::net::UnixStream::pair().expect("pair");
+        let signal = ConnSignal::default();
+        let mut buf = BytesMut::new();
+        drop(b);
+        signal.wake();
+        let target = Target::Input {
+            buf: &mut buf,
+            want: 100,
+        };
+        assert_eq!(
+            wait(&mut a, &signal, target).await.expect("wait"),
+            Woken::Signal
+        );
+        let target = Target::Input {
+            buf: &mut buf,
+            want: 100,
+        };
+        assert_eq!(
+            wait(&mut a, &signal, target).await.expect("wait"),
+            Woken::Read { eof: true }
+        );
+    }
+}
