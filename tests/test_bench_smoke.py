@@ -280,7 +280,7 @@ def test_log_suite_smoke(bench: Path, tmp_path: Path) -> None:
     runs = lines[:-1]
     assert {(r["scenario"], r["kind"]) for r in runs} == {
         (s, k) for s in LOG_SCENARIOS for k in ("beanpole", "beanstalkd")
-    }
+    } | {("f0nolog-c1", "beanpole"), ("f0nolog-c3", "beanpole")}
     assert all(r["code"] == 0 and not r["problem"] for r in runs), runs
     restarts = [r for r in runs if r["scenario"] == "restart"]
     for r in restarts:
