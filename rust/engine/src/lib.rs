@@ -9,6 +9,7 @@
 //!
 //! `docs/architecture.md` follows one command from the socket to its reply.
 
+mod idindex;
 pub mod protocol;
 pub mod server;
 pub mod stats;
