@@ -30,23 +30,36 @@ pub struct LogStats {
 }
 
 impl Store {
-    /// Take over an opened log: bring back its jobs and journal from now on.
-    pub fn attach_log(&mut self, opened: &OpenedLog, now: u64) {
+    /// Take over an opened log: bring back its jobs and journal from now on. The
+    /// recovered jobs are moved into the store (`opened.recovered.jobs` is left
+    /// empty): their bodies are already in the form the store keeps.
+    pub fn attach_log(&mut self, opened: &mut OpenedLog, now: u64) {
         let mut log = StoreLog::new(opened, now);
-        let recovered = &opened.recovered;
+        let recovered = &mut opened.recovered;
         self.next_id = self.next_id.max(recovered.next_id);
         self.seq = self.seq.max(recovered.max_bury_seq);
+        let jobs = std::mem::take(&mut recovered.jobs);
+        let recovered = &*recovered;
+        // Store tube of each recovered tube name, made when its first job comes (a
+        // name whose jobs are all gone must not bring back an empty tube).
+        let mut tubes: Vec<Option<u32>> = vec![None; recovered.tubes.len()];
         let mut buried: Vec<(u64, u32)> = Vec::new();
-        for r in &recovered.jobs {
-            let j = &r.job;
-            let tube = self.tubes.find_or_create(&j.tube);
+        for j in jobs {
+            log.recovered_job(j.home, recovered.snapshot_len(&j) as u64);
+            let tube = match tubes.get(j.tube as usize).copied().flatten() {
+                Some(tube) => tube,
+                None => {
+                    let tube = self.tubes.find_or_create(recovered.tube(&j));
+                    if let Some(t) = tubes.get_mut(j.tube as usize) {
+                        *t = Some(tube);
+                    }
+                    tube
+                }
+            };
             self.tubes.get_mut(tube).jobs_ct += 1;
-            let mut body = j.body.clone();
-            body.extend_from_slice(b"\r\n");
-            log.recovered_job(job_record_len(j.tube.len(), j.body.len()) as u64);
             let slot = self.jobs.insert(Job {
                 id: j.id,
-                body: body.into(),
+                body: j.body_crlf.into(),
                 created: log.mono(j.created),
                 deadline: 0,
                 pri: j.pri,
@@ -54,7 +67,7 @@ impl Store {
                 ttr: j.ttr.max(1),
                 tube,
                 pos: 0,
-                home: r.home as u32,
+                home: j.home as u32,
                 state: JobState::Ready,
             });
             self.jobs.set_counters(

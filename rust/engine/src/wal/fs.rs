@@ -2,7 +2,7 @@
 //! faults (short writes, failed fsyncs, a full disk) while still using real files.
 
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -25,6 +25,12 @@ pub trait LogDir: Send + Sync {
     fn create(&self, seq: u64, size: u64) -> io::Result<Box<dyn SegmentFile>>;
     /// The whole content of segment `seq`.
     fn read(&self, seq: u64) -> io::Result<Vec<u8>>;
+    /// The whole content of segment `seq`, into `buf` (replacing what it held), so
+    /// one buffer can serve every segment.
+    fn read_into(&self, seq: u64, buf: &mut Vec<u8>) -> io::Result<()> {
+        *buf = self.read(seq)?;
+        Ok(())
+    }
     /// Cut segment `seq` to `len` bytes (a torn tail), durably.
     fn truncate(&self, seq: u64, len: u64) -> io::Result<()>;
     /// Delete segment `seq`, durably.
@@ -110,6 +116,15 @@ impl LogDir for FsDir {
 
     fn read(&self, seq: u64) -> io::Result<Vec<u8>> {
         std::fs::read(self.file(seq))
+    }
+
+    fn read_into(&self, seq: u64, buf: &mut Vec<u8>) -> io::Result<()> {
+        let mut file = File::open(self.file(seq))?;
+        buf.clear();
+        let size = file.metadata().map_or(0, |m| m.len() as usize);
+        buf.reserve(size);
+        file.read_to_end(buf)?;
+        Ok(())
     }
 
     fn truncate(&self, seq: u64, len: u64) -> io::Result<()> {
@@ -220,6 +235,10 @@ impl LogDir for FaultyDir {
 
     fn read(&self, seq: u64) -> io::Result<Vec<u8>> {
         self.inner.read(seq)
+    }
+
+    fn read_into(&self, seq: u64, buf: &mut Vec<u8>) -> io::Result<()> {
+        self.inner.read_into(seq, buf)
     }
 
     fn truncate(&self, seq: u64, len: u64) -> io::Result<()> {

@@ -8,9 +8,11 @@
 //! The store then journals every change that matters after a restart and hands
 //! its records to the writer batch by batch; see `store/log.rs`.
 
+pub mod decode;
 pub mod format;
 pub mod fs;
 pub mod import;
+mod live;
 pub mod recover;
 pub mod tools;
 pub mod writer;

@@ -92,7 +92,7 @@ pub fn compact(path: &Path, segment_size: u64) -> Result<(usize, usize), LogErro
     let recovered = replay(&dir, false, true)?;
     let old: Vec<u64> = recovered.segments.iter().map(|&(seq, _)| seq).collect();
     let first = old.last().map_or(1, |s| s + 1);
-    let jobs: Vec<JobRecord> = recovered.jobs.into_iter().map(|r| r.job).collect();
+    let jobs: Vec<JobRecord> = recovered.jobs.iter().map(|j| recovered.record(j)).collect();
     let kept = jobs.len();
     write_segments(&dir, first, recovered.next_id, &jobs, segment_size).map_err(io_err(path))?;
     for seq in &old {
