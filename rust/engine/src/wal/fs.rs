@@ -2,12 +2,14 @@
 //! faults (short writes, failed fsyncs, a full disk) while still using real files.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
+
+use super::mapped::SegmentBytes;
 
 /// One open segment file.
 pub trait SegmentFile: Send {
@@ -25,11 +27,10 @@ pub trait LogDir: Send + Sync {
     fn create(&self, seq: u64, size: u64) -> io::Result<Box<dyn SegmentFile>>;
     /// The whole content of segment `seq`.
     fn read(&self, seq: u64) -> io::Result<Vec<u8>>;
-    /// The whole content of segment `seq`, into `buf` (replacing what it held), so
-    /// one buffer can serve every segment.
-    fn read_into(&self, seq: u64, buf: &mut Vec<u8>) -> io::Result<()> {
-        *buf = self.read(seq)?;
-        Ok(())
+    /// The whole content of segment `seq` for replay, mapped where possible (see
+    /// [`SegmentBytes`]).
+    fn map(&self, seq: u64) -> io::Result<SegmentBytes> {
+        self.read(seq).map(SegmentBytes::Owned)
     }
     /// Cut segment `seq` to `len` bytes (a torn tail), durably.
     fn truncate(&self, seq: u64, len: u64) -> io::Result<()>;
@@ -118,13 +119,8 @@ impl LogDir for FsDir {
         std::fs::read(self.file(seq))
     }
 
-    fn read_into(&self, seq: u64, buf: &mut Vec<u8>) -> io::Result<()> {
-        let mut file = File::open(self.file(seq))?;
-        buf.clear();
-        let size = file.metadata().map_or(0, |m| m.len() as usize);
-        buf.reserve(size);
-        file.read_to_end(buf)?;
-        Ok(())
+    fn map(&self, seq: u64) -> io::Result<SegmentBytes> {
+        SegmentBytes::map(&File::open(self.file(seq))?)
     }
 
     fn truncate(&self, seq: u64, len: u64) -> io::Result<()> {
@@ -237,8 +233,8 @@ impl LogDir for FaultyDir {
         self.inner.read(seq)
     }
 
-    fn read_into(&self, seq: u64, buf: &mut Vec<u8>) -> io::Result<()> {
-        self.inner.read_into(seq, buf)
+    fn map(&self, seq: u64) -> io::Result<SegmentBytes> {
+        self.inner.map(seq)
     }
 
     fn truncate(&self, seq: u64, len: u64) -> io::Result<()> {

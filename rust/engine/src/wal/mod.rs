@@ -13,6 +13,7 @@ pub mod format;
 pub mod fs;
 pub mod import;
 mod live;
+pub mod mapped;
 pub mod recover;
 pub mod tools;
 pub mod writer;

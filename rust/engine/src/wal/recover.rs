@@ -89,9 +89,6 @@ pub fn replay(
     };
     let seqs = dir.segments().map_err(io)?;
     let mut live = LiveJobs::default();
-    // One buffer for every segment: each is read whole, and the jobs' bodies are
-    // copied out of it as their records are applied.
-    let mut bytes = Vec::new();
     let mut out = Recovered {
         next_id: 1,
         ..Recovered::default()
@@ -99,7 +96,9 @@ pub fn replay(
     let mut max_id = 0u64;
     for (i, &seq) in seqs.iter().enumerate() {
         let last = i + 1 == seqs.len();
-        dir.read_into(seq, &mut bytes).map_err(io)?;
+        // Each segment is mapped whole; the jobs' bodies are copied out of it as
+        // their records are applied.
+        let bytes = dir.map(seq).map_err(io)?;
         let header = match Header::decode(&bytes) {
             Ok(h) => h,
             Err(reason) if bytes.iter().all(|&b| b == 0) => {
@@ -124,7 +123,7 @@ pub fn replay(
         };
         out.next_id = out.next_id.max(header.next_id);
         let mut at = HEADER_LEN;
-        let mut size = bytes.len() as u64;
+        let mut cut = None;
         while at < bytes.len() {
             match RecordRef::decode(&bytes[at..]) {
                 Ok(Some((record, n))) => {
@@ -149,10 +148,7 @@ pub fn replay(
                                 "segment {seq}: torn tail cut at offset {at} ({reason}; {} bytes dropped)",
                                 bytes.len() - at
                             ));
-                            if repair {
-                                dir.truncate(seq, at as u64).map_err(io)?;
-                            }
-                            size = at as u64;
+                            cut = Some(at as u64);
                             break;
                         }
                         None => {
@@ -188,6 +184,14 @@ pub fn replay(
                 }
             }
         }
+        let mut size = bytes.len() as u64;
+        drop(bytes);
+        if let Some(at) = cut {
+            if repair {
+                dir.truncate(seq, at).map_err(io)?;
+            }
+            size = at;
+        }
         out.segments.push((seq, size));
     }
     out.next_id = out.next_id.max(max_id + 1);
@@ -199,9 +203,8 @@ pub fn replay(
 /// True if none of the segments `seqs` holds a record: they are spares, created
 /// ahead of the segment being written (or left without a header by a crash).
 fn no_records(dir: &dyn LogDir, seqs: &[u64]) -> std::io::Result<bool> {
-    let mut bytes = Vec::new();
     for &seq in seqs {
-        dir.read_into(seq, &mut bytes)?;
+        let bytes = dir.map(seq)?;
         if bytes.iter().skip(HEADER_LEN).any(|&b| b != 0) {
             return Ok(false);
         }
