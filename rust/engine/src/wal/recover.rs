@@ -101,7 +101,7 @@ pub fn replay(
         let bytes = dir.map(seq).map_err(io)?;
         let header = match Header::decode(&bytes) {
             Ok(h) => h,
-            Err(reason) if bytes.iter().all(|&b| b == 0) => {
+            Err(reason) if all_zero(&bytes) => {
                 // Being preallocated when the server died: its header never reached
                 // the disk, so nothing was ever written to it. Remove it, wherever
                 // it is, so it cannot block a later start.
@@ -135,7 +135,7 @@ pub fn replay(
                     live.apply(record, seq);
                     at += n;
                 }
-                Ok(None) if bytes[at..].iter().all(|&b| b == 0) => break,
+                Ok(None) if all_zero(&bytes[at..]) => break,
                 Ok(None) | Err(_) => {
                     let reason = RecordRef::decode(&bytes[at..])
                         .err()
@@ -205,11 +205,20 @@ pub fn replay(
 fn no_records(dir: &dyn LogDir, seqs: &[u64]) -> std::io::Result<bool> {
     for &seq in seqs {
         let bytes = dir.map(seq)?;
-        if bytes.iter().skip(HEADER_LEN).any(|&b| b != 0) {
+        if !all_zero(bytes.get(HEADER_LEN..).unwrap_or_default()) {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// Whether every byte is zero, as in the unwritten rest of a preallocated segment
+/// (most of a new one). Block by block, each folded without an early exit so the
+/// compiler can use wide registers, instead of a byte at a time.
+pub(super) fn all_zero(bytes: &[u8]) -> bool {
+    bytes
+        .chunks(4096)
+        .all(|block| block.iter().fold(0u8, |acc, &b| acc | b) == 0)
 }
 
 /// The offset of the next decodable record at or after `from`, if any.
@@ -217,4 +226,22 @@ fn next_valid(bytes: &[u8], from: usize) -> Option<usize> {
     (from..bytes.len().saturating_sub(9)).find(|&i| {
         bytes[i..i + 4] != [0, 0, 0, 0] && matches!(RecordRef::decode(&bytes[i..]), Ok(Some(_)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::all_zero;
+
+    #[test]
+    fn all_zero_sees_one_set_bit_anywhere() {
+        let mut bytes = vec![0u8; 3 * 4096 + 17];
+        assert!(all_zero(&bytes));
+        assert!(all_zero(&[]));
+        for at in [0, 1, 4095, 4096, 8191, bytes.len() - 1] {
+            bytes[at] = 0x80;
+            assert!(!all_zero(&bytes), "{at}");
+            assert!(all_zero(&bytes[at + 1..]), "{at}");
+            bytes[at] = 0;
+        }
+    }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use super::format::{Header, JobRecord, Record, StoredState, HEADER_LEN};
 use super::fs::{DirLock, FsDir, LogDir};
 use super::import::{read_beanstalkd_dir, ImportedState};
-use super::recover::{replay, Recovered};
+use super::recover::{all_zero, replay, Recovered};
 use super::writer::wall_now;
 use super::LogError;
 
@@ -59,7 +59,7 @@ pub fn dump(path: &Path) -> Result<Dump, LogError> {
                     });
                     at += n;
                 }
-                Ok(None) if bytes[at..].iter().all(|&b| b == 0) => break,
+                Ok(None) if all_zero(&bytes[at..]) => break,
                 Ok(None) => {
                     out.problems.push(format!(
                         "segment {seq}: zero length at offset {at} with data after it"
