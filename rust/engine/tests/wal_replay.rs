@@ -4,7 +4,7 @@
 
 mod wal_util;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -40,7 +40,8 @@ fn snapshot_order(dir: &Path) -> Vec<u64> {
     ids
 }
 
-fn list_tubes(c: &mut Client) -> BTreeSet<String> {
+/// `list-tubes`, in its order (tubes come back in the order of their lowest job id).
+fn list_tubes(c: &mut Client) -> Vec<String> {
     let line = c.cmd("list-tubes");
     let len: usize = line
         .strip_prefix("OK ")
@@ -56,7 +57,7 @@ fn list_tubes(c: &mut Client) -> BTreeSet<String> {
 /// Everything a restart must keep: each job's stats and body, and the tubes.
 type Snapshot = (
     BTreeMap<u64, (BTreeMap<String, String>, Vec<u8>)>,
-    BTreeSet<String>,
+    Vec<String>,
 );
 
 fn snapshot(c: &mut Client, ids: &[u64]) -> Snapshot {
@@ -128,16 +129,16 @@ fn a_churned_log_with_moved_jobs_and_gone_tubes_comes_back_exactly() {
     );
     assert!(before.0.contains_key(&old));
     assert!(!before.0.contains_key(&gone));
-    assert!(!before.1.contains("gone"), "{:?}", before.1);
     assert_eq!(bury_order.len(), 3, "buried jobs in every tube");
-    for tube in ["alpha", "beta", "gamma", "old"] {
-        assert!(before.1.contains(tube), "{tube} in {:?}", before.1);
-    }
+    // (Removing "gone" moved the last tube into its place, as beanstalkd does.)
+    assert_eq!(before.1, ["default", "old", "gamma", "alpha", "beta"]);
 
     let (server, addr) = start(config);
     let mut c = Client::connect(addr);
     let after = snapshot(&mut c, &ids);
-    assert_eq!(after.1, before.1);
+    // The same tubes, made again in the order of their lowest job id, although
+    // replay meets the old job (moved forward by compaction) after the others.
+    assert_eq!(after.1, ["default", "old", "alpha", "beta", "gamma"]);
     assert_eq!(
         after.0.keys().collect::<Vec<_>>(),
         before.0.keys().collect::<Vec<_>>()

@@ -10,6 +10,7 @@ use super::job::{Job, JobCounters, JobState};
 use super::log::StoreLog;
 use super::{PutRefused, Store, SECOND};
 use crate::wal::format::{job_record_len, JobRecord, Record, StoredState};
+use crate::wal::recover::{Recovered, RecoveredJob};
 use crate::wal::OpenedLog;
 
 /// The largest record other than a job snapshot (a release).
@@ -40,22 +41,14 @@ impl Store {
         self.seq = self.seq.max(recovered.max_bury_seq);
         let jobs = std::mem::take(&mut recovered.jobs);
         let recovered = &*recovered;
-        // Store tube of each recovered tube name, made when its first job comes (a
-        // name whose jobs are all gone must not bring back an empty tube).
-        let mut tubes: Vec<Option<u32>> = vec![None; recovered.tubes.len()];
-        let mut buried: Vec<(u64, u32)> = Vec::new();
+        let tubes = self.restore_tubes(recovered, &jobs);
+        // (bury_seq, id, slot): the buried order, ties as a walk by id meets them.
+        let mut buried: Vec<(u64, u64, u32)> = Vec::new();
         for j in jobs {
-            log.recovered_job(j.home, recovered.snapshot_len(&j) as u64);
-            let tube = match tubes.get(j.tube as usize).copied().flatten() {
-                Some(tube) => tube,
-                None => {
-                    let tube = self.tubes.find_or_create(recovered.tube(&j));
-                    if let Some(t) = tubes.get_mut(j.tube as usize) {
-                        *t = Some(tube);
-                    }
-                    tube
-                }
+            let Some(tube) = tubes.get(j.tube as usize).copied().flatten() else {
+                continue;
             };
+            log.recovered_job(j.home, recovered.snapshot_len(&j) as u64);
             self.tubes.get_mut(tube).jobs_ct += 1;
             let slot = self.jobs.insert(Job {
                 id: j.id,
@@ -84,11 +77,11 @@ impl Store {
             match j.state {
                 StoredState::Ready | StoredState::Reserved => self.make_ready(slot, now),
                 StoredState::Delayed => self.make_delayed(slot, log.mono(j.ready_at).max(now)),
-                StoredState::Buried => buried.push((j.bury_seq, slot)),
+                StoredState::Buried => buried.push((j.bury_seq, j.id, slot)),
             }
         }
         buried.sort_unstable();
-        for (seq, slot) in buried {
+        for (seq, _, slot) in buried {
             if let Some(job) = self.jobs.get_mut(slot) {
                 job.state = JobState::Buried;
                 job.deadline = seq;
@@ -99,6 +92,30 @@ impl Store {
         }
         log.note_next_id(self.next_id);
         self.log = Some(log);
+    }
+
+    /// The store tube of each recovered tube name that has a job, made in the order
+    /// of each tube's lowest job id (the order a walk of the jobs by id meets them,
+    /// which is what `list-tubes` shows). A name whose jobs are all gone brings
+    /// back no empty tube.
+    fn restore_tubes(&mut self, recovered: &Recovered, jobs: &[RecoveredJob]) -> Vec<Option<u32>> {
+        let mut lowest: Vec<Option<u64>> = vec![None; recovered.tubes.len()];
+        for j in jobs {
+            if let Some(low) = lowest.get_mut(j.tube as usize) {
+                *low = Some(low.map_or(j.id, |l| l.min(j.id)));
+            }
+        }
+        let mut order: Vec<(u64, usize)> = lowest
+            .iter()
+            .enumerate()
+            .filter_map(|(i, low)| low.map(|id| (id, i)))
+            .collect();
+        order.sort_unstable();
+        let mut tubes = vec![None; recovered.tubes.len()];
+        for (_, i) in order {
+            tubes[i] = Some(self.tubes.find_or_create(&recovered.tubes[i]));
+        }
+        tubes
     }
 
     /// Whether a log is attached.

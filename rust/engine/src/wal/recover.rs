@@ -12,8 +12,9 @@ pub use super::live::RecoveredJob;
 /// What a log directory holds.
 #[derive(Debug, Default)]
 pub struct Recovered {
-    /// Live jobs, ordered by id. Reserved jobs are returned as they were stored;
-    /// the server makes them ready.
+    /// Live jobs in the order replay first met them: by id, except jobs that
+    /// compaction moved forward past newer ones (see [`Recovered::sort_jobs`]).
+    /// Reserved jobs are returned as they were stored; the server makes them ready.
     pub jobs: Vec<RecoveredJob>,
     /// Tube names; a job's `tube` is an index into this list.
     pub tubes: Vec<Vec<u8>>,
@@ -38,6 +39,13 @@ impl Recovered {
     /// A job as a full snapshot record (what compaction writes).
     pub fn record(&self, job: &RecoveredJob) -> JobRecord {
         job.to_record(self.tube(job))
+    }
+
+    /// Order the jobs by id.
+    pub fn sort_jobs(&mut self) {
+        if !self.jobs.windows(2).all(|w| w[0].id < w[1].id) {
+            self.jobs.sort_unstable_by_key(|j| j.id);
+        }
     }
 
     /// Length on disk of a job's latest snapshot.

@@ -89,7 +89,8 @@ pub fn verify(path: &Path) -> Result<Recovered, LogError> {
 pub fn compact(path: &Path, segment_size: u64) -> Result<(usize, usize), LogError> {
     let dir = FsDir::new(path);
     let _lock = DirLock::acquire(path).map_err(io_err(path))?;
-    let recovered = replay(&dir, false, true)?;
+    let mut recovered = replay(&dir, false, true)?;
+    recovered.sort_jobs();
     let old: Vec<u64> = recovered.segments.iter().map(|&(seq, _)| seq).collect();
     let first = old.last().map_or(1, |s| s + 1);
     let jobs: Vec<JobRecord> = recovered.jobs.iter().map(|j| recovered.record(j)).collect();
