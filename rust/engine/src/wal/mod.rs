@@ -14,6 +14,7 @@ pub mod fs;
 pub mod import;
 mod live;
 pub mod mapped;
+mod prefetch;
 pub mod recover;
 pub mod tools;
 pub mod writer;
