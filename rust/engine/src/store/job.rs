@@ -115,6 +115,13 @@ impl JobTable {
         self.len() == 0
     }
 
+    /// Room for `n` more jobs, in memory backed by huge pages where possible (a
+    /// restart fills it at once).
+    pub fn reserve(&mut self, n: usize) {
+        self.slots.reserve(n);
+        crate::memhint::huge_pages(&self.slots);
+    }
+
     pub fn slot_of(&self, id: u64) -> Option<u32> {
         self.index.get(id)
     }

@@ -42,6 +42,7 @@ impl Store {
         let jobs = std::mem::take(&mut recovered.jobs);
         let recovered = &*recovered;
         let tubes = self.restore_tubes(recovered, &jobs);
+        self.jobs.reserve(jobs.len());
         // (bury_seq, id, slot): the buried order, ties as a walk by id meets them.
         let mut buried: Vec<(u64, u64, u32)> = Vec::new();
         for j in jobs {
@@ -99,21 +100,35 @@ impl Store {
     /// which is what `list-tubes` shows). A name whose jobs are all gone brings
     /// back no empty tube.
     fn restore_tubes(&mut self, recovered: &Recovered, jobs: &[RecoveredJob]) -> Vec<Option<u32>> {
-        let mut lowest: Vec<Option<u64>> = vec![None; recovered.tubes.len()];
+        // Per recovered tube: its lowest job id, and its ready and delayed jobs
+        // (to size its heaps once).
+        let mut seen: Vec<Option<(u64, usize, usize)>> = vec![None; recovered.tubes.len()];
         for j in jobs {
-            if let Some(low) = lowest.get_mut(j.tube as usize) {
-                *low = Some(low.map_or(j.id, |l| l.min(j.id)));
+            if let Some(entry) = seen.get_mut(j.tube as usize) {
+                let (low, ready, delayed) = entry.get_or_insert((j.id, 0, 0));
+                *low = (*low).min(j.id);
+                match j.state {
+                    StoredState::Ready | StoredState::Reserved => *ready += 1,
+                    StoredState::Delayed => *delayed += 1,
+                    StoredState::Buried => {}
+                }
             }
         }
-        let mut order: Vec<(u64, usize)> = lowest
+        let mut order: Vec<(u64, usize)> = seen
             .iter()
             .enumerate()
-            .filter_map(|(i, low)| low.map(|id| (id, i)))
+            .filter_map(|(i, s)| s.map(|(low, _, _)| (low, i)))
             .collect();
         order.sort_unstable();
         let mut tubes = vec![None; recovered.tubes.len()];
         for (_, i) in order {
-            tubes[i] = Some(self.tubes.find_or_create(&recovered.tubes[i]));
+            let slot = self.tubes.find_or_create(&recovered.tubes[i]);
+            if let Some((_, ready, delayed)) = seen[i] {
+                let tube = self.tubes.get_mut(slot);
+                tube.ready.reserve(ready);
+                tube.delayed.reserve(delayed);
+            }
+            tubes[i] = Some(slot);
         }
         tubes
     }
