@@ -73,22 +73,6 @@ impl RecordRef<'_> {
 
     /// [`Record::decode`], borrowing a job's tube and body from `bytes`.
     pub fn decode(bytes: &[u8]) -> Result<Option<(RecordRef<'_>, usize)>, DecodeError> {
-        RecordRef::decode_frame(bytes, true)
-    }
-
-    /// [`RecordRef::decode`] of a record that has been decoded before, checksum
-    /// included, from these same (immutable) bytes: replay's helper thread checks
-    /// records ahead of replay, so the checksum is not computed twice.
-    pub(super) fn decode_checked(
-        bytes: &[u8],
-    ) -> Result<Option<(RecordRef<'_>, usize)>, DecodeError> {
-        RecordRef::decode_frame(bytes, false)
-    }
-
-    fn decode_frame(
-        bytes: &[u8],
-        verify: bool,
-    ) -> Result<Option<(RecordRef<'_>, usize)>, DecodeError> {
         if bytes.len() < 4 {
             return if bytes.iter().all(|&b| b == 0) {
                 Ok(None)
@@ -109,7 +93,7 @@ impl RecordRef<'_> {
         }
         let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
         let body = &bytes[FRAME_LEN..total];
-        if verify && checksum(&bytes[..4], body) != crc {
+        if checksum(&bytes[..4], body) != crc {
             return Err(DecodeError::Checksum);
         }
         let mut r = Reader(&body[1..]);

@@ -14,7 +14,6 @@ pub mod fs;
 pub mod import;
 mod live;
 pub mod mapped;
-mod prefetch;
 pub mod recover;
 pub mod tools;
 pub mod writer;

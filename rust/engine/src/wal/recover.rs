@@ -8,7 +8,6 @@ use super::format::{job_record_len, DecodeError, Header, JobRecord, Record, HEAD
 use super::fs::LogDir;
 use super::live::LiveJobs;
 pub use super::live::RecoveredJob;
-use super::prefetch::{with_prefetch, Prefetched};
 
 /// What a log directory holds.
 #[derive(Debug, Default)]
@@ -103,123 +102,106 @@ pub fn replay(
         ..Recovered::default()
     };
     let mut max_id = 0u64;
-    // Each segment is mapped whole (by a helper thread, which also checks the
-    // records ahead); the jobs' bodies are copied out as their records are applied.
-    with_prefetch(dir, &seqs, |segments| {
-        for (i, &seq) in seqs.iter().enumerate() {
-            let last = i + 1 == seqs.len();
-            let Some(Prefetched { bytes, checked }) = segments.next() else {
-                break;
-            };
-            let bytes = bytes.map_err(io)?;
-            let header = match Header::decode(&bytes) {
-                Ok(h) => h,
-                Err(reason) if all_zero(&bytes) => {
-                    // Being preallocated when the server died: its header never reached
-                    // the disk, so nothing was ever written to it. Remove it, wherever
-                    // it is, so it cannot block a later start.
-                    out.warnings.push(format!(
-                        "segment {seq}: empty (no header), removed ({reason})"
-                    ));
-                    segments.done(bytes);
-                    if repair {
-                        dir.remove(seq).map_err(io)?;
-                    }
-                    continue;
+    for (i, &seq) in seqs.iter().enumerate() {
+        let last = i + 1 == seqs.len();
+        // Each segment is mapped whole; the jobs' bodies are copied out of it as
+        // their records are applied.
+        let bytes = dir.map(seq).map_err(io)?;
+        let header = match Header::decode(&bytes) {
+            Ok(h) => h,
+            Err(reason) if all_zero(&bytes) => {
+                // Being preallocated when the server died: its header never reached
+                // the disk, so nothing was ever written to it. Remove it, wherever
+                // it is, so it cannot block a later start.
+                out.warnings.push(format!(
+                    "segment {seq}: empty (no header), removed ({reason})"
+                ));
+                if repair {
+                    dir.remove(seq).map_err(io)?;
                 }
-                Err(reason) => {
-                    return Err(RecoverError::BadSegment {
-                        dir: name.clone(),
-                        seq,
-                        reason,
-                    })
-                }
-            };
-            out.next_id = out.next_id.max(header.next_id);
-            let mut at = HEADER_LEN;
-            let mut cut = None;
-            while at < bytes.len() {
-                let decoded = if at < checked {
-                    RecordRef::decode_checked(&bytes[at..])
-                } else {
-                    RecordRef::decode(&bytes[at..])
-                };
-                match decoded {
-                    Ok(Some((record, n))) => {
-                        out.records += 1;
-                        max_id = max_id.max(record.id());
-                        if let RecordRef::Change(Record::NextId { next_id }) = record {
-                            out.next_id = out.next_id.max(next_id);
-                        }
-                        live.apply(record, seq);
-                        at += n;
+                continue;
+            }
+            Err(reason) => {
+                return Err(RecoverError::BadSegment {
+                    dir: name,
+                    seq,
+                    reason,
+                })
+            }
+        };
+        out.next_id = out.next_id.max(header.next_id);
+        let mut at = HEADER_LEN;
+        let mut cut = None;
+        while at < bytes.len() {
+            match RecordRef::decode(&bytes[at..]) {
+                Ok(Some((record, n))) => {
+                    out.records += 1;
+                    max_id = max_id.max(record.id());
+                    if let RecordRef::Change(Record::NextId { next_id }) = record {
+                        out.next_id = out.next_id.max(next_id);
                     }
-                    Ok(None) if all_zero(&bytes[at..]) => break,
-                    Ok(None) | Err(_) => {
-                        let reason = RecordRef::decode(&bytes[at..])
-                            .err()
-                            .unwrap_or(DecodeError::Length(0));
-                        match next_valid(&bytes, at + 1) {
-                            None if last || no_records(dir, &seqs[i + 1..]).map_err(io)? => {
-                                // A torn tail: the last write did not complete. Cut it.
-                                // (Only preallocated spares may follow the segment.)
-                                out.warnings.push(format!(
+                    live.apply(record, seq);
+                    at += n;
+                }
+                Ok(None) if all_zero(&bytes[at..]) => break,
+                Ok(None) | Err(_) => {
+                    let reason = RecordRef::decode(&bytes[at..])
+                        .err()
+                        .unwrap_or(DecodeError::Length(0));
+                    match next_valid(&bytes, at + 1) {
+                        None if last || no_records(dir, &seqs[i + 1..]).map_err(io)? => {
+                            // A torn tail: the last write did not complete. Cut it.
+                            // (Only preallocated spares may follow the segment.)
+                            out.warnings.push(format!(
                                 "segment {seq}: torn tail cut at offset {at} ({reason}; {} bytes dropped)",
                                 bytes.len() - at
                             ));
-                                cut = Some(at as u64);
-                                break;
+                            cut = Some(at as u64);
+                            break;
+                        }
+                        None => {
+                            // Not the newest segment, yet unreadable to its end.
+                            if !skip_corrupt {
+                                return Err(RecoverError::Corrupt {
+                                    dir: name,
+                                    seq,
+                                    offset: at as u64,
+                                    reason,
+                                });
                             }
-                            None => {
-                                // Not the newest segment, yet unreadable to its end.
-                                if !skip_corrupt {
-                                    return Err(RecoverError::Corrupt {
-                                        dir: name.clone(),
-                                        seq,
-                                        offset: at as u64,
-                                        reason,
-                                    });
-                                }
-                                out.warnings.push(format!(
+                            out.warnings.push(format!(
                                 "segment {seq}: corrupt from offset {at} to its end ({reason}); skipped"
                             ));
-                                break;
+                            break;
+                        }
+                        Some(next) => {
+                            if !skip_corrupt {
+                                return Err(RecoverError::Corrupt {
+                                    dir: name,
+                                    seq,
+                                    offset: at as u64,
+                                    reason,
+                                });
                             }
-                            Some(next) => {
-                                if !skip_corrupt {
-                                    return Err(RecoverError::Corrupt {
-                                        dir: name.clone(),
-                                        seq,
-                                        offset: at as u64,
-                                        reason,
-                                    });
-                                }
-                                out.warnings.push(format!(
-                                    "segment {seq}: corrupt bytes {at}..{next} ({reason}); skipped"
-                                ));
-                                at = next;
-                            }
+                            out.warnings.push(format!(
+                                "segment {seq}: corrupt bytes {at}..{next} ({reason}); skipped"
+                            ));
+                            at = next;
                         }
                     }
                 }
             }
-            let mut size = bytes.len() as u64;
-            if cut.is_some() {
-                // Unmapped here and now, before the file is cut.
-                drop(bytes);
-            } else {
-                segments.done(bytes);
-            }
-            if let Some(at) = cut {
-                if repair {
-                    dir.truncate(seq, at).map_err(io)?;
-                }
-                size = at;
-            }
-            out.segments.push((seq, size));
         }
-        Ok(())
-    })?;
+        let mut size = bytes.len() as u64;
+        drop(bytes);
+        if let Some(at) = cut {
+            if repair {
+                dir.truncate(seq, at).map_err(io)?;
+            }
+            size = at;
+        }
+        out.segments.push((seq, size));
+    }
     out.next_id = out.next_id.max(max_id + 1);
     out.max_bury_seq = live.max_bury_seq;
     (out.jobs, out.tubes) = live.finish();
