@@ -1,7 +1,8 @@
-//! The write-ahead log: beanpole's own segment format ([`format`]), the file layer
-//! with fault injection ([`fs`]), group commit ([`writer`]), recovery
-//! ([`recover`]), offline tools ([`tools`]) and the reader of beanstalkd's binlog
-//! directories ([`import`]).
+//! The write-ahead log: beanpole's own segment format ([`format`]) and its
+//! in-place decoding ([`decode`]), the file layer with fault injection ([`fs`])
+//! and read-only mapped segments ([`mapped`]), group commit ([`writer`]),
+//! recovery ([`recover`], with the live-job set in `live`), offline tools
+//! ([`tools`]) and the reader of beanstalkd's binlog directories ([`import`]).
 //!
 //! [`open`] locks a directory, refuses a beanstalkd binlog directory (pointing at
 //! `beanpole binlog import`), replays what is there and starts the writer thread.
