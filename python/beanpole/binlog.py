@@ -13,7 +13,6 @@ server is using.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -50,6 +49,8 @@ def format_record(record: dict[str, Any]) -> str:
 
 
 def _json_record(record: dict[str, Any]) -> str:
+    import json  # only for `dump --json`: kept out of every server start
+
     out = dict(record)
     if "body" in out:
         body: bytes = out.pop("body")

@@ -15,11 +15,9 @@ Adding a setting means adding one field, one entry in :class:`ConfigChanges`, it
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import ipaddress
 import os
 import sys
-import tomllib
 import warnings
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -347,6 +345,8 @@ def _check_names(names: Mapping[str, object], *, what: str) -> None:
 
 
 def _did_you_mean(name: str) -> str:
+    import difflib  # only for a mistake: kept out of every start
+
     close = difflib.get_close_matches(name, list(_FIELDS), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -423,6 +423,8 @@ def _env_values(
 
 def _toml_values(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """The settings of a TOML config file, checked for unknown keys (not yet for values)."""
+    import tomllib  # only with a config file: kept out of the usual start
+
     shown = os.fspath(path)
     try:
         with open(path, "rb") as f:

@@ -9,6 +9,8 @@
 //!
 //! `docs/architecture.md` follows one command from the socket to its reply.
 
+mod idindex;
+mod memhint;
 pub mod protocol;
 pub mod server;
 pub mod stats;

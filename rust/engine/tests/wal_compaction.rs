@@ -329,12 +329,12 @@ fn a_segment_is_removed_only_once_what_was_moved_out_of_it_is_durable() {
         for cut in cuts.lock().expect("cuts").iter() {
             let rec = recover(&FsDir::new(cut), false).expect("recover");
             assert!(
-                rec.jobs.iter().any(|r| r.job.id == keep),
+                rec.jobs.iter().any(|r| r.id == keep),
                 "{policy:?}: a power cut right after a segment was removed lost job {keep}"
             );
         }
         let rec = recover(&FsDir::new(&dir_path), false).expect("recover");
-        assert!(rec.jobs.iter().any(|r| r.job.id == keep));
+        assert!(rec.jobs.iter().any(|r| r.id == keep));
     }
 }
 

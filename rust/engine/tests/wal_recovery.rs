@@ -160,7 +160,7 @@ fn jobs_in_every_state_come_back_exactly_after_a_restart() {
     let rec = recover(&FsDir::new(tmp.path()), false).expect("recover");
     assert!(rec.warnings.is_empty(), "{:?}", rec.warnings);
     assert_eq!(rec.next_id, max_id + 1);
-    let stored: BTreeMap<u64, _> = rec.jobs.iter().map(|r| (r.job.id, &r.job)).collect();
+    let stored: BTreeMap<u64, _> = rec.jobs.iter().map(|r| (r.id, r)).collect();
     assert_eq!(stored.keys().copied().collect::<Vec<_>>(), {
         let mut l = live.to_vec();
         l.sort_unstable();
@@ -174,7 +174,7 @@ fn jobs_in_every_state_come_back_exactly_after_a_restart() {
     assert_eq!(stored[&timed_out].timeouts, 1);
     assert!(stored[&buried[1]].bury_seq < stored[&buried[2]].bury_seq);
     assert!(stored[&buried[2]].bury_seq < stored[&buried[0]].bury_seq);
-    assert_eq!(stored[&big].body.len(), MAX_JOB as usize);
+    assert_eq!(stored[&big].body().len(), MAX_JOB as usize);
 
     let (server, addr) = start(config);
     let mut c = Client::connect(addr);
@@ -401,7 +401,7 @@ fn expect_skipped(dir: &Path, seq: u64, lost: u64, ids: &[u64]) {
         "{:?}",
         rec.warnings
     );
-    let got: Vec<u64> = rec.jobs.iter().map(|r| r.job.id).collect();
+    let got: Vec<u64> = rec.jobs.iter().map(|r| r.id).collect();
     let want: Vec<u64> = ids.iter().copied().filter(|&id| id != lost).collect();
     assert_eq!(got, want);
     // And a server started with the option serves every other job.

@@ -112,7 +112,7 @@ impl ServerHandle {
         let engine = Engine::new(worker_threads(config.threads)).map_err(ServerError::Runtime)?;
         // The log comes first: a locked or corrupt directory fails the start before
         // anything listens.
-        let log = match &config.log {
+        let mut log = match &config.log {
             Some(lc) => Some(crate::wal::open(lc, config.max_job_size)?),
             None => None,
         };
@@ -129,7 +129,7 @@ impl ServerHandle {
         let shared = Arc::new(Shared::new(
             config.max_job_size,
             config.verbose,
-            log.as_ref(),
+            log.as_mut(),
         ));
         let (tx, rx) = oneshot::channel::<()>();
         let done = Arc::new(Done::default());

@@ -75,12 +75,15 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    pub fn new(max_job_size: u32, verbose: u8, log: Option<&crate::wal::OpenedLog>) -> Shared {
+    /// A server's shared state; with a log, its recovered jobs move into the store.
+    pub fn new(max_job_size: u32, verbose: u8, log: Option<&mut crate::wal::OpenedLog>) -> Shared {
         let (hostname, os, platform) = stats::process::uname();
         let epoch = Instant::now();
         let mut store = Store::new(max_job_size);
+        let mut log_pipe = None;
         if let Some(log) = log {
             store.attach_log(log, TIME_BASE);
+            log_pipe = Some(Arc::clone(&log.pipe));
         }
         Shared {
             store: Mutex::new(store),
@@ -96,7 +99,7 @@ impl Shared {
                 os,
                 platform,
             },
-            log_pipe: log.map(|l| Arc::clone(&l.pipe)),
+            log_pipe,
         }
     }
 

@@ -78,6 +78,16 @@ impl From<Vec<u8>> for Body {
     }
 }
 
+impl From<Box<[u8]>> for Body {
+    fn from(b: Box<[u8]>) -> Body {
+        if b.len() >= SHARED_MIN {
+            Body::from(Bytes::from(b))
+        } else {
+            Body::from_box(b)
+        }
+    }
+}
+
 impl From<&[u8]> for Body {
     fn from(s: &[u8]) -> Body {
         Body::from(s.to_vec())

@@ -95,6 +95,13 @@ impl<E: HeapEntry> IndexedHeap<E> {
         self.entries.first()
     }
 
+    /// Room for `n` more entries, in memory backed by huge pages where possible
+    /// (a restart fills it at once).
+    pub fn reserve(&mut self, n: usize) {
+        self.entries.reserve(n);
+        crate::memhint::huge_pages(&self.entries);
+    }
+
     pub fn get(&self, index: usize) -> Option<&E> {
         self.entries.get(index)
     }

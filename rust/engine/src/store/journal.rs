@@ -10,6 +10,7 @@ use super::job::{Job, JobCounters, JobState};
 use super::log::StoreLog;
 use super::{PutRefused, Store, SECOND};
 use crate::wal::format::{job_record_len, JobRecord, Record, StoredState};
+use crate::wal::recover::{Recovered, RecoveredJob};
 use crate::wal::OpenedLog;
 
 /// The largest record other than a job snapshot (a release).
@@ -30,23 +31,29 @@ pub struct LogStats {
 }
 
 impl Store {
-    /// Take over an opened log: bring back its jobs and journal from now on.
-    pub fn attach_log(&mut self, opened: &OpenedLog, now: u64) {
+    /// Take over an opened log: bring back its jobs and journal from now on. The
+    /// recovered jobs are moved into the store (`opened.recovered.jobs` is left
+    /// empty): their bodies are already in the form the store keeps.
+    pub fn attach_log(&mut self, opened: &mut OpenedLog, now: u64) {
         let mut log = StoreLog::new(opened, now);
-        let recovered = &opened.recovered;
+        let recovered = &mut opened.recovered;
         self.next_id = self.next_id.max(recovered.next_id);
         self.seq = self.seq.max(recovered.max_bury_seq);
-        let mut buried: Vec<(u64, u32)> = Vec::new();
-        for r in &recovered.jobs {
-            let j = &r.job;
-            let tube = self.tubes.find_or_create(&j.tube);
+        let jobs = std::mem::take(&mut recovered.jobs);
+        let recovered = &*recovered;
+        let tubes = self.restore_tubes(recovered, &jobs);
+        self.jobs.reserve(jobs.len());
+        // (bury_seq, id, slot): the buried order, ties as a walk by id meets them.
+        let mut buried: Vec<(u64, u64, u32)> = Vec::new();
+        for j in jobs {
+            let Some(tube) = tubes.get(j.tube as usize).copied().flatten() else {
+                continue;
+            };
+            log.recovered_job(j.home, recovered.snapshot_len(&j) as u64);
             self.tubes.get_mut(tube).jobs_ct += 1;
-            let mut body = j.body.clone();
-            body.extend_from_slice(b"\r\n");
-            log.recovered_job(job_record_len(j.tube.len(), j.body.len()) as u64);
             let slot = self.jobs.insert(Job {
                 id: j.id,
-                body: body.into(),
+                body: j.body_crlf.into(),
                 created: log.mono(j.created),
                 deadline: 0,
                 pri: j.pri,
@@ -54,7 +61,7 @@ impl Store {
                 ttr: j.ttr.max(1),
                 tube,
                 pos: 0,
-                home: r.home as u32,
+                home: j.home as u32,
                 state: JobState::Ready,
             });
             self.jobs.set_counters(
@@ -71,11 +78,11 @@ impl Store {
             match j.state {
                 StoredState::Ready | StoredState::Reserved => self.make_ready(slot, now),
                 StoredState::Delayed => self.make_delayed(slot, log.mono(j.ready_at).max(now)),
-                StoredState::Buried => buried.push((j.bury_seq, slot)),
+                StoredState::Buried => buried.push((j.bury_seq, j.id, slot)),
             }
         }
         buried.sort_unstable();
-        for (seq, slot) in buried {
+        for (seq, _, slot) in buried {
             if let Some(job) = self.jobs.get_mut(slot) {
                 job.state = JobState::Buried;
                 job.deadline = seq;
@@ -86,6 +93,44 @@ impl Store {
         }
         log.note_next_id(self.next_id);
         self.log = Some(log);
+    }
+
+    /// The store tube of each recovered tube name that has a job, made in the order
+    /// of each tube's lowest job id (the order a walk of the jobs by id meets them,
+    /// which is what `list-tubes` shows). A name whose jobs are all gone brings
+    /// back no empty tube.
+    fn restore_tubes(&mut self, recovered: &Recovered, jobs: &[RecoveredJob]) -> Vec<Option<u32>> {
+        // Per recovered tube: its lowest job id, and its ready and delayed jobs
+        // (to size its heaps once).
+        let mut seen: Vec<Option<(u64, usize, usize)>> = vec![None; recovered.tubes.len()];
+        for j in jobs {
+            if let Some(entry) = seen.get_mut(j.tube as usize) {
+                let (low, ready, delayed) = entry.get_or_insert((j.id, 0, 0));
+                *low = (*low).min(j.id);
+                match j.state {
+                    StoredState::Ready | StoredState::Reserved => *ready += 1,
+                    StoredState::Delayed => *delayed += 1,
+                    StoredState::Buried => {}
+                }
+            }
+        }
+        let mut order: Vec<(u64, usize)> = seen
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.map(|(low, _, _)| (low, i)))
+            .collect();
+        order.sort_unstable();
+        let mut tubes = vec![None; recovered.tubes.len()];
+        for (_, i) in order {
+            let slot = self.tubes.find_or_create(&recovered.tubes[i]);
+            if let Some((_, ready, delayed)) = seen[i] {
+                let tube = self.tubes.get_mut(slot);
+                tube.ready.reserve(ready);
+                tube.delayed.reserve(delayed);
+            }
+            tubes[i] = Some(slot);
+        }
+        tubes
     }
 
     /// Whether a log is attached.

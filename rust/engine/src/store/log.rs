@@ -61,9 +61,6 @@ impl StoreLog {
         for &(seq, _) in &opened.recovered.segments {
             live.insert(seq, 0);
         }
-        for j in &opened.recovered.jobs {
-            *live.entry(j.home).or_insert(0) += 1;
-        }
         live.insert(opened.first_seq, 0);
         let mut log = StoreLog {
             pipe: Arc::clone(&opened.pipe),
@@ -94,10 +91,12 @@ impl StoreLog {
         log
     }
 
-    /// Account for a job brought back by recovery (its snapshot already on disk).
-    pub fn recovered_job(&mut self, snapshot_len: u64) {
+    /// Account for a job brought back by recovery (its snapshot already on disk,
+    /// in segment `home`).
+    pub fn recovered_job(&mut self, home: u64, snapshot_len: u64) {
         self.reserved += DELETE_RECORD_LEN as u64;
         self.live_bytes += snapshot_len;
+        *self.live.entry(home).or_insert(0) += 1;
     }
 
     /// Wall-clock ns for a store time.

@@ -39,6 +39,8 @@
 
 use thiserror::Error;
 
+use super::decode::{Reader, RecordRef};
+
 /// The format version written into every segment header. Bump it whenever any
 /// layout above changes, and keep reading the old versions.
 pub const FORMAT_VERSION: u32 = 1;
@@ -241,88 +243,7 @@ impl Record {
     /// Decode the record at the start of `bytes`. `Ok(None)` is the end of the data
     /// (a zero length); otherwise the record and its length on disk.
     pub fn decode(bytes: &[u8]) -> Result<Option<(Record, usize)>, DecodeError> {
-        if bytes.len() < 4 {
-            return if bytes.iter().all(|&b| b == 0) {
-                Ok(None)
-            } else {
-                Err(DecodeError::Truncated)
-            };
-        }
-        let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        if len == 0 {
-            return Ok(None);
-        }
-        if len as usize > MAX_RECORD {
-            return Err(DecodeError::Length(len));
-        }
-        let total = FRAME_LEN + len as usize;
-        if bytes.len() < total {
-            return Err(DecodeError::Truncated);
-        }
-        let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-        let body = &bytes[FRAME_LEN..total];
-        if checksum(&bytes[..4], body) != crc {
-            return Err(DecodeError::Checksum);
-        }
-        let mut r = Reader(&body[1..]);
-        let record = match body[0] {
-            1 => {
-                let id = r.u64()?;
-                let (pri, delay, ttr) = (r.u32()?, r.u32()?, r.u32()?);
-                let state = match r.u8()? {
-                    0 => StoredState::Ready,
-                    1 => StoredState::Delayed,
-                    2 => StoredState::Buried,
-                    3 => StoredState::Reserved,
-                    _ => return Err(DecodeError::Payload),
-                };
-                let (created, ready_at, bury_seq) = (r.i64()?, r.i64()?, r.u64()?);
-                let (reserves, timeouts, releases, buries, kicks) =
-                    (r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u32()?);
-                let tube_len = r.u16()? as usize;
-                let tube = r.take(tube_len)?.to_vec();
-                let body_len = r.u32()? as usize;
-                let body = r.take(body_len)?.to_vec();
-                Record::Job(JobRecord {
-                    id,
-                    pri,
-                    delay,
-                    ttr,
-                    state,
-                    created,
-                    ready_at,
-                    bury_seq,
-                    reserves,
-                    timeouts,
-                    releases,
-                    buries,
-                    kicks,
-                    tube,
-                    body,
-                })
-            }
-            2 => Record::Reserve { id: r.u64()? },
-            3 => Record::Release {
-                id: r.u64()?,
-                pri: r.u32()?,
-                delay: r.u32()?,
-                ready_at: r.i64()?,
-            },
-            4 => Record::Bury {
-                id: r.u64()?,
-                pri: r.u32()?,
-                bury_seq: r.u64()?,
-            },
-            5 => Record::Kick { id: r.u64()? },
-            6 => Record::Timeout { id: r.u64()? },
-            7 => Record::Delete { id: r.u64()? },
-            8 => Record::NextId { next_id: r.u64()? },
-            k => return Err(DecodeError::Kind(k)),
-        };
-        if !r.0.is_empty() {
-            return Err(DecodeError::Payload);
-        }
-        Ok(Some((record, total)))
+        Ok(RecordRef::decode(bytes)?.map(|(r, n)| (r.to_owned(), n)))
     }
 }
 
@@ -345,41 +266,8 @@ fn seal(out: &mut [u8], start: usize) -> usize {
     out.len() - start
 }
 
-fn checksum(len: &[u8], body: &[u8]) -> u32 {
+pub(super) fn checksum(len: &[u8], body: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(len), body)
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        if self.0.len() < n {
-            return Err(DecodeError::Payload);
-        }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Ok(a)
-    }
-    fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16, DecodeError> {
-        let b = self.take(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-    fn u32(&mut self) -> Result<u32, DecodeError> {
-        let mut a = [0u8; 4];
-        a.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(a))
-    }
-    fn u64(&mut self) -> Result<u64, DecodeError> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(a))
-    }
-    fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(self.u64()? as i64)
-    }
 }
 
 #[cfg(test)]

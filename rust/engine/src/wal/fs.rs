@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
+use super::mapped::SegmentBytes;
+
 /// One open segment file.
 ///
 /// Both operations take `&self`: positioned writes and fsync may run at the same
@@ -28,6 +30,11 @@ pub trait LogDir: Send + Sync {
     fn create(&self, seq: u64, size: u64) -> io::Result<Box<dyn SegmentFile>>;
     /// The whole content of segment `seq`.
     fn read(&self, seq: u64) -> io::Result<Vec<u8>>;
+    /// The whole content of segment `seq` for replay, mapped where possible (see
+    /// [`SegmentBytes`]).
+    fn map(&self, seq: u64) -> io::Result<SegmentBytes> {
+        self.read(seq).map(SegmentBytes::Owned)
+    }
     /// Cut segment `seq` to `len` bytes (a torn tail), durably.
     fn truncate(&self, seq: u64, len: u64) -> io::Result<()>;
     /// Delete segment `seq`, durably.
@@ -113,6 +120,10 @@ impl LogDir for FsDir {
 
     fn read(&self, seq: u64) -> io::Result<Vec<u8>> {
         std::fs::read(self.file(seq))
+    }
+
+    fn map(&self, seq: u64) -> io::Result<SegmentBytes> {
+        SegmentBytes::map(&File::open(self.file(seq))?)
     }
 
     fn truncate(&self, seq: u64, len: u64) -> io::Result<()> {
@@ -223,6 +234,10 @@ impl LogDir for FaultyDir {
 
     fn read(&self, seq: u64) -> io::Result<Vec<u8>> {
         self.inner.read(seq)
+    }
+
+    fn map(&self, seq: u64) -> io::Result<SegmentBytes> {
+        self.inner.map(seq)
     }
 
     fn truncate(&self, seq: u64, len: u64) -> io::Result<()> {

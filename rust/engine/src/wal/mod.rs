@@ -1,16 +1,21 @@
-//! The write-ahead log: beanpole's own segment format ([`format`]), the file layer
-//! with fault injection ([`fs`]), group commit ([`pipe`], [`writer`]), recovery
-//! ([`recover`]), offline tools ([`tools`]) and the reader of beanstalkd's binlog
+//! The write-ahead log: beanpole's own segment format ([`format`]) and its
+//! in-place decoding ([`decode`]), the file layer with fault injection ([`fs`])
+//! and read-only mapped segments ([`mapped`]), group commit ([`pipe`], with the
+//! slow work on the [`writer`] thread), recovery ([`recover`], with the live-job
+//! set in `live`), offline tools ([`tools`]) and the reader of beanstalkd's binlog
 //! directories ([`import`]).
 //!
 //! [`open`] locks a directory, refuses a beanstalkd binlog directory (pointing at
 //! `beanpole binlog import`), replays what is there and starts the writer thread.
-//! The store then journals every change that matters after a restart and hands
-//! its records to the writer batch by batch; see `store/log.rs`.
+//! The store then journals every change that matters after a restart and queues
+//! its records batch by batch; see `store/log.rs` and `pipe.rs`.
 
+pub mod decode;
 pub mod format;
 pub mod fs;
 pub mod import;
+mod live;
+pub mod mapped;
 pub mod pipe;
 pub mod recover;
 pub mod tools;

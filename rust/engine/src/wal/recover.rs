@@ -1,19 +1,23 @@
 //! Reading a log directory back: replay every segment in order into the set of live
 //! jobs, cut a torn tail, and report (never skip silently) corruption in the middle.
 
-use std::collections::HashMap;
-
 use thiserror::Error;
 
-use super::format::{DecodeError, Header, JobRecord, Record, StoredState, HEADER_LEN};
+use super::decode::RecordRef;
+use super::format::{job_record_len, DecodeError, Header, JobRecord, Record, HEADER_LEN};
 use super::fs::LogDir;
+use super::live::LiveJobs;
+pub use super::live::RecoveredJob;
 
 /// What a log directory holds.
 #[derive(Debug, Default)]
 pub struct Recovered {
-    /// Live jobs, ordered by id. Reserved jobs are returned as they were stored;
-    /// the server makes them ready.
-    pub jobs: Vec<Recovered1>,
+    /// Live jobs in the order replay first met them: by id, except jobs that
+    /// compaction moved forward past newer ones (see [`Recovered::sort_jobs`]).
+    /// Reserved jobs are returned as they were stored; the server makes them ready.
+    pub jobs: Vec<RecoveredJob>,
+    /// Tube names; a job's `tube` is an index into this list.
+    pub tubes: Vec<Vec<u8>>,
     /// The next job id to hand out.
     pub next_id: u64,
     /// The highest bury sequence number seen.
@@ -26,11 +30,28 @@ pub struct Recovered {
     pub warnings: Vec<String>,
 }
 
-/// One live job and the segment holding its latest snapshot.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recovered1 {
-    pub job: JobRecord,
-    pub home: u64,
+impl Recovered {
+    /// The name of a job's tube.
+    pub fn tube(&self, job: &RecoveredJob) -> &[u8] {
+        self.tubes.get(job.tube as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// A job as a full snapshot record (what compaction writes).
+    pub fn record(&self, job: &RecoveredJob) -> JobRecord {
+        job.to_record(self.tube(job))
+    }
+
+    /// Order the jobs by id.
+    pub fn sort_jobs(&mut self) {
+        if !self.jobs.windows(2).all(|w| w[0].id < w[1].id) {
+            self.jobs.sort_unstable_by_key(|j| j.id);
+        }
+    }
+
+    /// Length on disk of a job's latest snapshot.
+    pub fn snapshot_len(&self, job: &RecoveredJob) -> usize {
+        job_record_len(self.tube(job).len(), job.body().len())
+    }
 }
 
 #[derive(Debug, Error)]
@@ -75,7 +96,7 @@ pub fn replay(
         source,
     };
     let seqs = dir.segments().map_err(io)?;
-    let mut live: HashMap<u64, Recovered1> = HashMap::new();
+    let mut live = LiveJobs::default();
     let mut out = Recovered {
         next_id: 1,
         ..Recovered::default()
@@ -83,10 +104,12 @@ pub fn replay(
     let mut max_id = 0u64;
     for (i, &seq) in seqs.iter().enumerate() {
         let last = i + 1 == seqs.len();
-        let bytes = dir.read(seq).map_err(io)?;
+        // Each segment is mapped whole; the jobs' bodies are copied out of it as
+        // their records are applied.
+        let bytes = dir.map(seq).map_err(io)?;
         let header = match Header::decode(&bytes) {
             Ok(h) => h,
-            Err(reason) if bytes.iter().all(|&b| b == 0) => {
+            Err(reason) if all_zero(&bytes) => {
                 // Being preallocated when the server died: its header never reached
                 // the disk, so nothing was ever written to it. Remove it, wherever
                 // it is, so it cannot block a later start.
@@ -108,21 +131,21 @@ pub fn replay(
         };
         out.next_id = out.next_id.max(header.next_id);
         let mut at = HEADER_LEN;
-        let mut size = bytes.len() as u64;
+        let mut cut = None;
         while at < bytes.len() {
-            match Record::decode(&bytes[at..]) {
+            match RecordRef::decode(&bytes[at..]) {
                 Ok(Some((record, n))) => {
                     out.records += 1;
                     max_id = max_id.max(record.id());
-                    if let Record::NextId { next_id } = record {
+                    if let RecordRef::Change(Record::NextId { next_id }) = record {
                         out.next_id = out.next_id.max(next_id);
                     }
-                    apply(&mut live, record, seq, &mut out.max_bury_seq);
+                    live.apply(record, seq);
                     at += n;
                 }
-                Ok(None) if bytes[at..].iter().all(|&b| b == 0) => break,
+                Ok(None) if all_zero(&bytes[at..]) => break,
                 Ok(None) | Err(_) => {
-                    let reason = Record::decode(&bytes[at..])
+                    let reason = RecordRef::decode(&bytes[at..])
                         .err()
                         .unwrap_or(DecodeError::Length(0));
                     match next_valid(&bytes, at + 1) {
@@ -133,10 +156,7 @@ pub fn replay(
                                 "segment {seq}: torn tail cut at offset {at} ({reason}; {} bytes dropped)",
                                 bytes.len() - at
                             ));
-                            if repair {
-                                dir.truncate(seq, at as u64).map_err(io)?;
-                            }
-                            size = at as u64;
+                            cut = Some(at as u64);
                             break;
                         }
                         None => {
@@ -172,12 +192,19 @@ pub fn replay(
                 }
             }
         }
+        let mut size = bytes.len() as u64;
+        drop(bytes);
+        if let Some(at) = cut {
+            if repair {
+                dir.truncate(seq, at).map_err(io)?;
+            }
+            size = at;
+        }
         out.segments.push((seq, size));
     }
     out.next_id = out.next_id.max(max_id + 1);
-    let mut jobs: Vec<Recovered1> = live.into_values().collect();
-    jobs.sort_by_key(|j| j.job.id);
-    out.jobs = jobs;
+    out.max_bury_seq = live.max_bury_seq;
+    (out.jobs, out.tubes) = live.finish();
     Ok(out)
 }
 
@@ -185,73 +212,44 @@ pub fn replay(
 /// ahead of the segment being written (or left without a header by a crash).
 fn no_records(dir: &dyn LogDir, seqs: &[u64]) -> std::io::Result<bool> {
     for &seq in seqs {
-        let bytes = dir.read(seq)?;
-        if bytes.iter().skip(HEADER_LEN).any(|&b| b != 0) {
+        let bytes = dir.map(seq)?;
+        if !all_zero(bytes.get(HEADER_LEN..).unwrap_or_default()) {
             return Ok(false);
         }
     }
     Ok(true)
 }
 
+/// Whether every byte is zero, as in the unwritten rest of a preallocated segment
+/// (most of a new one). Block by block, each folded without an early exit so the
+/// compiler can use wide registers, instead of a byte at a time.
+pub(super) fn all_zero(bytes: &[u8]) -> bool {
+    bytes
+        .chunks(4096)
+        .all(|block| block.iter().fold(0u8, |acc, &b| acc | b) == 0)
+}
+
 /// The offset of the next decodable record at or after `from`, if any.
 fn next_valid(bytes: &[u8], from: usize) -> Option<usize> {
     (from..bytes.len().saturating_sub(9)).find(|&i| {
-        bytes[i..i + 4] != [0, 0, 0, 0] && matches!(Record::decode(&bytes[i..]), Ok(Some(_)))
+        bytes[i..i + 4] != [0, 0, 0, 0] && matches!(RecordRef::decode(&bytes[i..]), Ok(Some(_)))
     })
 }
 
-fn apply(live: &mut HashMap<u64, Recovered1>, record: Record, seq: u64, max_bury: &mut u64) {
-    match record {
-        Record::Job(job) => {
-            *max_bury = (*max_bury).max(job.bury_seq);
-            live.insert(job.id, Recovered1 { job, home: seq });
-        }
-        Record::Delete { id } => {
-            live.remove(&id);
-        }
-        other => {
-            let Some(entry) = live.get_mut(&other.id()) else {
-                return;
-            };
-            let job = &mut entry.job;
-            match other {
-                Record::Reserve { .. } => {
-                    job.reserves += 1;
-                    job.state = StoredState::Reserved;
-                }
-                Record::Release {
-                    pri,
-                    delay,
-                    ready_at,
-                    ..
-                } => {
-                    job.releases += 1;
-                    job.pri = pri;
-                    job.delay = delay;
-                    job.ready_at = ready_at;
-                    job.state = if delay > 0 {
-                        StoredState::Delayed
-                    } else {
-                        StoredState::Ready
-                    };
-                }
-                Record::Bury { pri, bury_seq, .. } => {
-                    job.buries += 1;
-                    job.pri = pri;
-                    job.bury_seq = bury_seq;
-                    job.state = StoredState::Buried;
-                    *max_bury = (*max_bury).max(bury_seq);
-                }
-                Record::Kick { .. } => {
-                    job.kicks += 1;
-                    job.state = StoredState::Ready;
-                }
-                Record::Timeout { .. } => {
-                    job.timeouts += 1;
-                    job.state = StoredState::Ready;
-                }
-                Record::Job(_) | Record::Delete { .. } | Record::NextId { .. } => {}
-            }
+#[cfg(test)]
+mod tests {
+    use super::all_zero;
+
+    #[test]
+    fn all_zero_sees_one_set_bit_anywhere() {
+        let mut bytes = vec![0u8; 3 * 4096 + 17];
+        assert!(all_zero(&bytes));
+        assert!(all_zero(&[]));
+        for at in [0, 1, 4095, 4096, 8191, bytes.len() - 1] {
+            bytes[at] = 0x80;
+            assert!(!all_zero(&bytes), "{at}");
+            assert!(all_zero(&bytes[at + 1..]), "{at}");
+            bytes[at] = 0;
         }
     }
 }

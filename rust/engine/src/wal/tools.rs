@@ -7,7 +7,7 @@ use std::path::Path;
 use super::format::{Header, JobRecord, Record, StoredState, HEADER_LEN};
 use super::fs::{DirLock, FsDir, LogDir};
 use super::import::{read_beanstalkd_dir, ImportedState};
-use super::recover::{replay, Recovered};
+use super::recover::{all_zero, replay, Recovered};
 use super::writer::wall_now;
 use super::LogError;
 
@@ -59,7 +59,7 @@ pub fn dump(path: &Path) -> Result<Dump, LogError> {
                     });
                     at += n;
                 }
-                Ok(None) if bytes[at..].iter().all(|&b| b == 0) => break,
+                Ok(None) if all_zero(&bytes[at..]) => break,
                 Ok(None) => {
                     out.problems.push(format!(
                         "segment {seq}: zero length at offset {at} with data after it"
@@ -89,10 +89,11 @@ pub fn verify(path: &Path) -> Result<Recovered, LogError> {
 pub fn compact(path: &Path, segment_size: u64) -> Result<(usize, usize), LogError> {
     let dir = FsDir::new(path);
     let _lock = DirLock::acquire(path).map_err(io_err(path))?;
-    let recovered = replay(&dir, false, true)?;
+    let mut recovered = replay(&dir, false, true)?;
+    recovered.sort_jobs();
     let old: Vec<u64> = recovered.segments.iter().map(|&(seq, _)| seq).collect();
     let first = old.last().map_or(1, |s| s + 1);
-    let jobs: Vec<JobRecord> = recovered.jobs.into_iter().map(|r| r.job).collect();
+    let jobs: Vec<JobRecord> = recovered.jobs.iter().map(|j| recovered.record(j)).collect();
     let kept = jobs.len();
     write_segments(&dir, first, recovered.next_id, &jobs, segment_size).map_err(io_err(path))?;
     for seq in &old {

@@ -306,7 +306,7 @@ impl CustomServer {
             .enable_all()
             .build()
             .expect("runtime");
-        let opened = wal::open_in(config, MAX_JOB, dir).expect("open log");
+        let mut opened = wal::open_in(config, MAX_JOB, dir).expect("open log");
         let listener = runtime
             .block_on(async { Listener::bind(&ListenAddr::Tcp(([127, 0, 0, 1], 0).into())) })
             .expect("bind");
@@ -314,7 +314,7 @@ impl CustomServer {
             BoundAddr::Tcp(a) => a,
             BoundAddr::Unix(_) => panic!("expected TCP"),
         };
-        let shared = Arc::new(Shared::new(MAX_JOB, 0, Some(&opened)));
+        let shared = Arc::new(Shared::new(MAX_JOB, 0, Some(&mut opened)));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task_shared = Arc::clone(&shared);
         runtime.spawn(async move {

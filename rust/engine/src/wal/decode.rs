@@ -1,0 +1,193 @@
+//! Decoding records in place: a job snapshot's tube and body stay borrowed from
+//! the segment's bytes, so replay copies a body only once, into the form the store
+//! keeps it in. [`Record::decode`] is this followed by a copy.
+
+use super::format::{checksum, DecodeError, JobRecord, Record, StoredState, FRAME_LEN, MAX_RECORD};
+
+/// A job snapshot decoded in place: its tube and body borrow the record's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobRef<'a> {
+    pub id: u64,
+    pub pri: u32,
+    pub delay: u32,
+    pub ttr: u32,
+    pub state: StoredState,
+    pub created: i64,
+    pub ready_at: i64,
+    pub bury_seq: u64,
+    pub reserves: u32,
+    pub timeouts: u32,
+    pub releases: u32,
+    pub buries: u32,
+    pub kicks: u32,
+    pub tube: &'a [u8],
+    pub body: &'a [u8],
+}
+
+impl JobRef<'_> {
+    pub fn to_owned(&self) -> JobRecord {
+        JobRecord {
+            id: self.id,
+            pri: self.pri,
+            delay: self.delay,
+            ttr: self.ttr,
+            state: self.state,
+            created: self.created,
+            ready_at: self.ready_at,
+            bury_seq: self.bury_seq,
+            reserves: self.reserves,
+            timeouts: self.timeouts,
+            releases: self.releases,
+            buries: self.buries,
+            kicks: self.kicks,
+            tube: self.tube.to_vec(),
+            body: self.body.to_vec(),
+        }
+    }
+}
+
+/// A record decoded without copying: replay copies a job's body only once, into
+/// the form the store keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordRef<'a> {
+    Job(JobRef<'a>),
+    /// Any other kind (never [`Record::Job`]).
+    Change(Record),
+}
+
+impl RecordRef<'_> {
+    /// The id of the job the record is about (0 for next-id).
+    pub fn id(&self) -> u64 {
+        match self {
+            RecordRef::Job(j) => j.id,
+            RecordRef::Change(r) => r.id(),
+        }
+    }
+
+    pub fn to_owned(&self) -> Record {
+        match self {
+            RecordRef::Job(j) => Record::Job(j.to_owned()),
+            RecordRef::Change(r) => r.clone(),
+        }
+    }
+
+    /// [`Record::decode`], borrowing a job's tube and body from `bytes`.
+    pub fn decode(bytes: &[u8]) -> Result<Option<(RecordRef<'_>, usize)>, DecodeError> {
+        if bytes.len() < 4 {
+            return if bytes.iter().all(|&b| b == 0) {
+                Ok(None)
+            } else {
+                Err(DecodeError::Truncated)
+            };
+        }
+        let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        if len == 0 {
+            return Ok(None);
+        }
+        if len as usize > MAX_RECORD {
+            return Err(DecodeError::Length(len));
+        }
+        let total = FRAME_LEN + len as usize;
+        if bytes.len() < total {
+            return Err(DecodeError::Truncated);
+        }
+        let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+        let body = &bytes[FRAME_LEN..total];
+        if checksum(&bytes[..4], body) != crc {
+            return Err(DecodeError::Checksum);
+        }
+        let mut r = Reader(&body[1..]);
+        let record = match body[0] {
+            1 => {
+                let id = r.u64()?;
+                let (pri, delay, ttr) = (r.u32()?, r.u32()?, r.u32()?);
+                let state = match r.u8()? {
+                    0 => StoredState::Ready,
+                    1 => StoredState::Delayed,
+                    2 => StoredState::Buried,
+                    3 => StoredState::Reserved,
+                    _ => return Err(DecodeError::Payload),
+                };
+                let (created, ready_at, bury_seq) = (r.i64()?, r.i64()?, r.u64()?);
+                let (reserves, timeouts, releases, buries, kicks) =
+                    (r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u32()?);
+                let tube_len = r.u16()? as usize;
+                let tube = r.take(tube_len)?;
+                let body_len = r.u32()? as usize;
+                let body = r.take(body_len)?;
+                RecordRef::Job(JobRef {
+                    id,
+                    pri,
+                    delay,
+                    ttr,
+                    state,
+                    created,
+                    ready_at,
+                    bury_seq,
+                    reserves,
+                    timeouts,
+                    releases,
+                    buries,
+                    kicks,
+                    tube,
+                    body,
+                })
+            }
+            2 => RecordRef::Change(Record::Reserve { id: r.u64()? }),
+            3 => RecordRef::Change(Record::Release {
+                id: r.u64()?,
+                pri: r.u32()?,
+                delay: r.u32()?,
+                ready_at: r.i64()?,
+            }),
+            4 => RecordRef::Change(Record::Bury {
+                id: r.u64()?,
+                pri: r.u32()?,
+                bury_seq: r.u64()?,
+            }),
+            5 => RecordRef::Change(Record::Kick { id: r.u64()? }),
+            6 => RecordRef::Change(Record::Timeout { id: r.u64()? }),
+            7 => RecordRef::Change(Record::Delete { id: r.u64()? }),
+            8 => RecordRef::Change(Record::NextId { next_id: r.u64()? }),
+            k => return Err(DecodeError::Kind(k)),
+        };
+        if !r.0.is_empty() {
+            return Err(DecodeError::Payload);
+        }
+        Ok(Some((record, total)))
+    }
+}
+
+/// Reads little-endian fields off the front of a slice.
+pub(super) struct Reader<'a>(pub(super) &'a [u8]);
+
+impl<'a> Reader<'a> {
+    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.0.len() < n {
+            return Err(DecodeError::Payload);
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+    pub(super) fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    pub(super) fn u16(&mut self) -> Result<u16, DecodeError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    pub(super) fn u32(&mut self) -> Result<u32, DecodeError> {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(a))
+    }
+    pub(super) fn u64(&mut self) -> Result<u64, DecodeError> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+    pub(super) fn i64(&mut self) -> Result<i64, DecodeError> {
+        Ok(self.u64()? as i64)
+    }
+}
