@@ -558,3 +558,39 @@ fn ids_go_on_after_the_highest_even_when_it_was_deleted_and_compacted_away() {
     drop(c);
     stop(server);
 }
+
+/// Every start preallocates spares after its current segment; the next start must
+/// not leave them behind in the middle of the directory, or each restart would add
+/// a set of empty segments (until compaction's bound of twice the live data).
+#[test]
+fn unused_spares_of_the_last_run_do_not_pile_up_over_restarts() {
+    const JOBS: usize = 100;
+    let tmp = TempDir::new("wal-spares");
+    let config = log_config(tmp.path(), 8192, EVERY_50MS);
+    let body = |i: usize| format!("{i:0200}").into_bytes();
+    let mut ids = Vec::new();
+    let mut counts = Vec::new();
+    for round in 0..4u32 {
+        let (server, addr) = start(config.clone());
+        let mut c = Client::connect(addr);
+        if round == 0 {
+            // About 25 KB of live jobs over several segments: too much live data
+            // for compaction to move on its own.
+            ids = (0..JOBS).map(|i| c.put(1, 0, 60, &body(i))).collect();
+        }
+        for (i, &id) in ids.iter().enumerate() {
+            assert_eq!(c.peek(&format!("peek {id}")), Some((id, body(i))));
+        }
+        drop(c);
+        stop(server);
+        let files = segment_files(tmp.path());
+        let data = data_segments(tmp.path());
+        // Each start makes its current segment and a spare; the ones the last
+        // run left unused are gone, so the count settles after the first restart.
+        counts.push(files.len());
+        assert!(
+            counts.len() < 3 || counts[counts.len() - 1] <= counts[1],
+            "round {round}: {files:?} (with records: {data:?}; files per round {counts:?})"
+        );
+    }
+}

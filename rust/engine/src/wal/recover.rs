@@ -102,6 +102,9 @@ pub fn replay(
         ..Recovered::default()
     };
     let mut max_id = 0u64;
+    // Segments at the end holding nothing but a header: spares the last run
+    // preallocated and never used.
+    let mut spares: Vec<u64> = Vec::new();
     for (i, &seq) in seqs.iter().enumerate() {
         let last = i + 1 == seqs.len();
         // Each segment is mapped whole; the jobs' bodies are copied out of it as
@@ -130,6 +133,7 @@ pub fn replay(
             }
         };
         out.next_id = out.next_id.max(header.next_id);
+        let records_before = out.records;
         let mut at = HEADER_LEN;
         let mut cut = None;
         while at < bytes.len() {
@@ -192,8 +196,16 @@ pub fn replay(
                 }
             }
         }
+        let unused = out.records == records_before
+            && cut.is_none()
+            && all_zero(&bytes[HEADER_LEN.min(bytes.len())..]);
         let mut size = bytes.len() as u64;
         drop(bytes);
+        if unused {
+            spares.push(seq);
+        } else {
+            spares.clear();
+        }
         if let Some(at) = cut {
             if repair {
                 dir.truncate(seq, at).map_err(io)?;
@@ -201,6 +213,15 @@ pub fn replay(
             size = at;
         }
         out.segments.push((seq, size));
+    }
+    if repair && !spares.is_empty() {
+        // The next start would begin after them and leave them in the middle of
+        // the directory, one set more per restart; their headers' id floors are
+        // already counted in `next_id`, which the new segment's header carries on.
+        for &seq in &spares {
+            dir.remove(seq).map_err(io)?;
+        }
+        out.segments.retain(|(seq, _)| !spares.contains(seq));
     }
     out.next_id = out.next_id.max(max_id + 1);
     out.max_bury_seq = live.max_bury_seq;
