@@ -55,6 +55,15 @@ pub(super) struct Core {
 }
 
 impl Core {
+    /// The open files the chunks were written to.
+    pub fn files_of(&self, chunks: &[(u64, u64, Vec<u8>)]) -> Vec<Arc<dyn SegmentFile>> {
+        let mut seqs: Vec<u64> = chunks.iter().map(|c| c.0).collect();
+        seqs.dedup();
+        seqs.iter()
+            .filter_map(|s| self.files.get(s).cloned())
+            .collect()
+    }
+
     /// Book a completed write.
     pub fn wrote(&mut self, policy: FsyncPolicy, seq: u64, offset: u64, bytes: Vec<u8>, end: u64) {
         if policy != FsyncPolicy::Never {
@@ -101,6 +110,15 @@ pub struct LogPipe {
     acked: AtomicU64,
     acked_tx: watch::Sender<u64>,
     waiters: AtomicUsize,
+    /// Set while an fsync runs (on a connection's thread or the writer's): two
+    /// at once could acknowledge data of a segment the other one was syncing.
+    syncing: AtomicBool,
+    /// Set when an fsync made on a connection's thread failed: the writer thread
+    /// rewrites the unsynced data before its next fsync (the kernel may have
+    /// dropped the pages). The chunks that fsync covered wait in `failed`, a std
+    /// mutex of its own so the failing connection never blocks on the core.
+    pub(super) rewrite: AtomicBool,
+    failed: Mutex<Vec<(u64, u64, Vec<u8>)>>,
     /// Set while writes or fsyncs fail; puts are refused meanwhile.
     failing: AtomicBool,
     /// Highest segment sequence number created (spares included).
@@ -146,6 +164,9 @@ impl LogPipe {
             acked: AtomicU64::new(0),
             acked_tx: watch::Sender::new(0),
             waiters: AtomicUsize::new(0),
+            syncing: AtomicBool::new(false),
+            rewrite: AtomicBool::new(false),
+            failed: Mutex::new(Vec::new()),
             failing: AtomicBool::new(false),
             created: AtomicU64::new(0),
             want_spares: AtomicU64::new(1),
@@ -224,11 +245,70 @@ impl LogPipe {
             }
         }
         if self.policy == FsyncPolicy::Always {
-            // The writer thread syncs and acknowledges.
+            // Sync here if no fsync is running (no hand-over to the writer thread
+            // and back on the way to the reply); otherwise the running one's
+            // owner, or the writer thread after it, acknowledges.
+            if self.written.load(Ordering::SeqCst) >= position && !self.failing() {
+                self.sync_inline();
+            }
+            if self.acked.load(Ordering::SeqCst) >= position {
+                return true;
+            }
             self.kick();
             return false;
         }
         self.acked.load(Ordering::SeqCst) >= position
+    }
+
+    /// With `-f 0`: fsync what is written and acknowledge it, unless an fsync is
+    /// running already. A failure is left to the writer thread (which rewrites
+    /// the data and retries) with the data kept as unsynced.
+    fn sync_inline(&self) {
+        if self.syncing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (target, chunks, files) = {
+            let Ok(mut core) = self.core.try_lock() else {
+                self.syncing.store(false, Ordering::SeqCst);
+                return;
+            };
+            if self.rewrite.load(Ordering::SeqCst) {
+                drop(core);
+                self.syncing.store(false, Ordering::SeqCst);
+                return;
+            }
+            let target = core.written;
+            let chunks = std::mem::take(&mut core.unsynced);
+            core.first_unsynced_at = None;
+            let files = core.files_of(&chunks);
+            (target, chunks, files)
+        };
+        match files.iter().try_for_each(|f| f.sync()) {
+            Ok(()) => self.acknowledge(target),
+            Err(e) => {
+                lock(&self.failed).extend(chunks);
+                self.rewrite.store(true, Ordering::SeqCst);
+                self.report(&format!("fsync failed: {e}"));
+            }
+        }
+        self.syncing.store(false, Ordering::SeqCst);
+    }
+
+    /// Chunks whose fsync failed on a connection's thread, oldest first, to be
+    /// written again ahead of everything unsynced since.
+    pub(super) fn take_failed(&self) -> Vec<(u64, u64, Vec<u8>)> {
+        std::mem::take(&mut *lock(&self.failed))
+    }
+
+    /// Run `f` as the only fsync (waiting for one that runs on a connection's
+    /// thread to finish first). For the writer thread.
+    pub(super) fn exclusive_sync<T>(&self, f: impl FnOnce() -> T) -> T {
+        while self.syncing.swap(true, Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        let out = f();
+        self.syncing.store(false, Ordering::SeqCst);
+        out
     }
 
     /// Wait until `position` is acknowledged. False if the log has stopped.
@@ -493,7 +573,7 @@ mod tests {
     }
 
     #[test]
-    fn with_f0_a_written_record_is_not_acknowledged_before_its_fsync() {
+    fn with_f0_the_caller_syncs_unless_an_fsync_is_running() {
         let path = temp_dir("f0");
         let dir = FsDir::new(&path);
         let pipe = LogPipe::new(FsyncPolicy::Always, "test".into());
@@ -501,9 +581,38 @@ mod tests {
             .files
             .insert(1, Arc::from(dir.create(1, 8192).expect("segment")));
         pipe.submit([write(1, 64, b"job", 3)]);
+        // Another fsync is running: its owner or the writer thread acknowledges.
+        pipe.syncing.store(true, Ordering::SeqCst);
         assert!(!pipe.write_through(3));
-        assert_eq!(pipe.written(), 3);
-        assert_eq!(pipe.acked(), 0);
+        assert_eq!((pipe.written(), pipe.acked()), (3, 0));
+        pipe.syncing.store(false, Ordering::SeqCst);
+        assert!(pipe.write_through(3), "synced on this thread");
+        assert_eq!(pipe.acked(), 3);
+        assert!(pipe.lock_core().unsynced.is_empty());
+        let _ = std::fs::remove_dir_all(&path);
+    }
+
+    #[test]
+    fn with_f0_a_failed_fsync_is_left_to_the_writer_with_its_data() {
+        use crate::wal::fs::{Faults, FaultyDir};
+        let path = temp_dir("f0-fail");
+        let faults = Arc::new(Faults::default());
+        let dir = FaultyDir::new(&path, Arc::clone(&faults));
+        let pipe = LogPipe::new(FsyncPolicy::Always, "test".into());
+        pipe.lock_core()
+            .files
+            .insert(1, Arc::from(dir.create(1, 8192).expect("segment")));
+        faults.fail_syncs.store(1, Ordering::SeqCst);
+        pipe.submit([write(1, 64, b"job", 3)]);
+        assert!(!pipe.write_through(3));
+        assert_eq!(pipe.acked(), 0, "nothing acknowledged without a good fsync");
+        assert!(pipe.failing());
+        assert!(pipe.rewrite.load(Ordering::SeqCst));
+        assert_eq!(
+            pipe.take_failed().len(),
+            1,
+            "the data is kept to write again"
+        );
         let _ = std::fs::remove_dir_all(&path);
     }
 }

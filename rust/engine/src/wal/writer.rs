@@ -149,7 +149,7 @@ impl Writer {
             Task::Remove(seq) => {
                 // The jobs compaction moved out of the segment must be durable
                 // before the segment goes.
-                if !core.unsynced.is_empty() {
+                if !core.unsynced.is_empty() || self.pipe.rewrite.load(Ordering::SeqCst) {
                     self.sync_locked(core);
                 }
                 core.files.remove(&seq);
@@ -212,18 +212,14 @@ impl Writer {
     /// fsync what is written, without holding the core (connections go on
     /// writing meanwhile), then acknowledge it with `-f 0`.
     fn sync(&self) {
-        loop {
+        self.pipe.exclusive_sync(|| loop {
             let (target, files, chunks) = {
                 let mut core = self.pipe.lock_core();
+                self.rewrite_failed(&mut core);
                 let target = core.written;
                 let chunks = std::mem::take(&mut core.unsynced);
                 core.first_unsynced_at = None;
-                let mut seqs: Vec<u64> = chunks.iter().map(|c| c.0).collect();
-                seqs.dedup();
-                let files: Vec<Arc<dyn SegmentFile>> = seqs
-                    .iter()
-                    .filter_map(|s| core.files.get(s).cloned())
-                    .collect();
+                let files = core.files_of(&chunks);
                 (target, files, chunks)
             };
             match files.iter().try_for_each(|f| f.sync()) {
@@ -236,20 +232,34 @@ impl Writer {
                     self.resync_failed(&mut core, &e, chunks);
                 }
             }
+        });
+    }
+
+    /// After an fsync failed on a connection's thread: write what it covered again,
+    /// ahead of what is unsynced since.
+    fn rewrite_failed(&self, core: &mut Core) {
+        if !self.pipe.rewrite.swap(false, Ordering::SeqCst) {
+            return;
         }
+        let mut chunks = self.pipe.take_failed();
+        for (seq, offset, bytes) in &chunks {
+            self.retry(|| match core.files.get(seq) {
+                Some(f) => f.write_all_at(*offset, bytes),
+                None => Ok(()),
+            });
+        }
+        chunks.append(&mut core.unsynced);
+        core.unsynced = chunks;
+        core.first_unsynced_at.get_or_insert_with(Instant::now);
     }
 
     /// [`Writer::sync`] with the core held (before removing a segment).
     fn sync_locked(&self, core: &mut Core) {
-        loop {
+        self.pipe.exclusive_sync(|| loop {
+            self.rewrite_failed(core);
             let chunks = std::mem::take(&mut core.unsynced);
             core.first_unsynced_at = None;
-            let mut seqs: Vec<u64> = chunks.iter().map(|c| c.0).collect();
-            seqs.dedup();
-            let result = seqs
-                .iter()
-                .filter_map(|s| core.files.get(s))
-                .try_for_each(|f| f.sync());
+            let result = core.files_of(&chunks).iter().try_for_each(|f| f.sync());
             match result {
                 Ok(()) => {
                     self.synced(core.written);
@@ -257,7 +267,7 @@ impl Writer {
                 }
                 Err(e) => self.resync_failed(core, &e, chunks),
             }
-        }
+        });
     }
 
     fn synced(&self, target: u64) {
