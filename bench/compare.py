@@ -694,6 +694,11 @@ def write_report(
                 f"beanpole {fmt(own[A], 2)}, beanstalkd {fmt(own[B], 2)} | {verdict(ok)} |"
             )
     w("")
+    w(
+        "For the targets not met, the profiles that show where the time goes and what "
+        "would move it are in [profiles.md](profiles.md) (written by hand)."
+    )
+    w("")
 
     w("## Results")
     w("")
