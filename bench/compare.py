@@ -911,7 +911,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--bench", type=Path, help="the beanpole-bench binary [built with cargo]")
     p.add_argument("--no-build", action="store_true", help="do not run cargo build")
     p.add_argument("--readme", type=Path, default=ROOT / "bench" / "README.md")
-    p.add_argument("--chart", type=Path, default=ROOT / "bench" / "results.png")
+    p.add_argument(
+        "--chart", type=Path, help="where the chart goes [results.png beside the --readme file]"
+    )
     p.add_argument("--raw", type=Path, help="also write every run's result as JSON lines")
     return p.parse_args(argv)
 
@@ -993,7 +995,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if raw:
         raw.close()
     elapsed = time.monotonic() - started
-    chart = args.chart if write_chart(args.chart, runs, keys) else None
+    chart_path = args.chart or args.readme.with_name("results.png")
+    chart = chart_path if write_chart(chart_path, runs, keys) else None
     write_report(args.readme, chart, runs, keys, mode, pairs, bench, elapsed, nofile)
     print(
         f"compare: wrote {args.readme}"
