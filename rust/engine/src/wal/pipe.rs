@@ -42,12 +42,15 @@ pub enum Task {
     Remove(u64),
 }
 
+/// Bytes written at an offset of a segment: (segment, offset, bytes).
+pub(super) type Chunk = (u64, u64, Vec<u8>);
+
 /// What only the current writer touches: the open segments and what is written.
 pub(super) struct Core {
     pub files: BTreeMap<u64, Arc<dyn SegmentFile>>,
     /// Written but not yet synced, kept to rewrite after a failed fsync (empty
     /// with `-F`).
-    pub unsynced: Vec<(u64, u64, Vec<u8>)>,
+    pub unsynced: Vec<Chunk>,
     /// When the oldest unsynced write was made (drives `-f MS`).
     pub first_unsynced_at: Option<Instant>,
     /// Log position up to which every record is written.
@@ -55,22 +58,19 @@ pub(super) struct Core {
 }
 
 impl Core {
-    /// The open files the chunks were written to.
-    pub fn files_of(&self, chunks: &[(u64, u64, Vec<u8>)]) -> Vec<Arc<dyn SegmentFile>> {
+    /// Take everything written and not yet synced, for one fsync: the position
+    /// it will cover, the chunks (kept to write again should it fail) and the
+    /// files to sync.
+    pub fn take_unsynced(&mut self) -> (u64, Vec<Chunk>, Vec<Arc<dyn SegmentFile>>) {
+        let chunks = std::mem::take(&mut self.unsynced);
+        self.first_unsynced_at = None;
         let mut seqs: Vec<u64> = chunks.iter().map(|c| c.0).collect();
         seqs.dedup();
-        seqs.iter()
+        let files = seqs
+            .iter()
             .filter_map(|s| self.files.get(s).cloned())
-            .collect()
-    }
-
-    /// Book a completed write.
-    pub fn wrote(&mut self, policy: FsyncPolicy, seq: u64, offset: u64, bytes: Vec<u8>, end: u64) {
-        if policy != FsyncPolicy::Never {
-            self.first_unsynced_at.get_or_insert_with(Instant::now);
-            self.unsynced.push((seq, offset, bytes));
-        }
-        self.written = self.written.max(end);
+            .collect();
+        (self.written, chunks, files)
     }
 }
 
@@ -118,7 +118,7 @@ pub struct LogPipe {
     /// dropped the pages). The chunks that fsync covered wait in `failed`, a std
     /// mutex of its own so the failing connection never blocks on the core.
     pub(super) rewrite: AtomicBool,
-    failed: Mutex<Vec<(u64, u64, Vec<u8>)>>,
+    failed: Mutex<Vec<Chunk>>,
     /// Set while writes or fsyncs fail; puts are refused meanwhile.
     failing: AtomicBool,
     /// Highest segment sequence number created (spares included).
@@ -267,21 +267,14 @@ impl LogPipe {
         if self.syncing.swap(true, Ordering::SeqCst) {
             return;
         }
-        let (target, chunks, files) = {
-            let Ok(mut core) = self.core.try_lock() else {
-                self.syncing.store(false, Ordering::SeqCst);
-                return;
-            };
-            if self.rewrite.load(Ordering::SeqCst) {
-                drop(core);
-                self.syncing.store(false, Ordering::SeqCst);
-                return;
-            }
-            let target = core.written;
-            let chunks = std::mem::take(&mut core.unsynced);
-            core.first_unsynced_at = None;
-            let files = core.files_of(&chunks);
-            (target, chunks, files)
+        // A held core or data to write again first: the writer thread's job.
+        let taken = match self.core.try_lock() {
+            Ok(mut core) if !self.rewrite.load(Ordering::SeqCst) => Some(core.take_unsynced()),
+            _ => None,
+        };
+        let Some((target, chunks, files)) = taken else {
+            self.syncing.store(false, Ordering::SeqCst);
+            return;
         };
         match files.iter().try_for_each(|f| f.sync()) {
             Ok(()) => self.acknowledge(target),
@@ -296,7 +289,7 @@ impl LogPipe {
 
     /// Chunks whose fsync failed on a connection's thread, oldest first, to be
     /// written again ahead of everything unsynced since.
-    pub(super) fn take_failed(&self) -> Vec<(u64, u64, Vec<u8>)> {
+    pub(super) fn take_failed(&self) -> Vec<Chunk> {
         std::mem::take(&mut *lock(&self.failed))
     }
 
@@ -367,18 +360,7 @@ impl LogPipe {
                     None => Err(std::io::Error::other("segment not created yet")),
                 };
                 match result {
-                    Ok(()) => {
-                        let first = core.first_unsynced_at.is_none();
-                        core.wrote(self.policy, seq, offset, bytes, end);
-                        self.written.store(core.written, Ordering::SeqCst);
-                        if self.policy != FsyncPolicy::Always {
-                            self.acknowledge(core.written);
-                        }
-                        if first && matches!(self.policy, FsyncPolicy::Every(_)) {
-                            // The periodic fsync's timer starts now.
-                            self.kick();
-                        }
-                    }
+                    Ok(()) => self.wrote(core, (seq, offset, bytes), end),
                     Err(e) => {
                         if core.files.contains_key(&seq) {
                             self.report(&format!("write failed: {e}; retrying"));
@@ -393,6 +375,26 @@ impl LogPipe {
                         return false;
                     }
                 }
+            }
+        }
+    }
+
+    /// Book a completed write (by a connection or the writer thread): publish the
+    /// written position, acknowledge it unless `-f 0` waits for the fsync, and
+    /// keep the bytes until they are synced.
+    pub(super) fn wrote(&self, core: &mut Core, chunk: Chunk, end: u64) {
+        core.written = core.written.max(end);
+        self.written.store(core.written, Ordering::SeqCst);
+        if self.policy != FsyncPolicy::Always {
+            self.acknowledge(core.written);
+        }
+        if self.policy != FsyncPolicy::Never {
+            let first = core.first_unsynced_at.is_none();
+            core.first_unsynced_at.get_or_insert_with(Instant::now);
+            core.unsynced.push(chunk);
+            if first && matches!(self.policy, FsyncPolicy::Every(_)) {
+                // The periodic fsync's timer starts now.
+                self.kick();
             }
         }
     }
@@ -414,10 +416,6 @@ impl LogPipe {
 
     pub(super) fn lock_core(&self) -> MutexGuard<'_, Core> {
         lock(&self.core)
-    }
-
-    pub(super) fn set_written(&self, written: u64) {
-        self.written.store(written, Ordering::SeqCst);
     }
 
     pub(super) fn written(&self) -> u64 {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::format::{Header, HEADER_LEN};
 use super::fs::{LogDir, SegmentFile};
-use super::pipe::{Core, LogPipe, Task};
+use super::pipe::{Chunk, Core, LogPipe, Task};
 
 /// When data is made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,11 +140,7 @@ impl Writer {
                     Some(file) => file.write_all_at(offset, &bytes),
                     None => Err(std::io::Error::other("segment missing")),
                 });
-                core.wrote(self.pipe.policy, seq, offset, bytes, end);
-                self.pipe.set_written(core.written);
-                if self.pipe.policy != FsyncPolicy::Always {
-                    self.pipe.acknowledge(core.written);
-                }
+                self.pipe.wrote(core, (seq, offset, bytes), end);
             }
             Task::Remove(seq) => {
                 // The jobs compaction moved out of the segment must be durable
@@ -213,14 +209,10 @@ impl Writer {
     /// writing meanwhile), then acknowledge it with `-f 0`.
     fn sync(&self) {
         self.pipe.exclusive_sync(|| loop {
-            let (target, files, chunks) = {
+            let (target, chunks, files) = {
                 let mut core = self.pipe.lock_core();
                 self.rewrite_failed(&mut core);
-                let target = core.written;
-                let chunks = std::mem::take(&mut core.unsynced);
-                core.first_unsynced_at = None;
-                let files = core.files_of(&chunks);
-                (target, files, chunks)
+                core.take_unsynced()
             };
             match files.iter().try_for_each(|f| f.sync()) {
                 Ok(()) => {
@@ -257,12 +249,10 @@ impl Writer {
     fn sync_locked(&self, core: &mut Core) {
         self.pipe.exclusive_sync(|| loop {
             self.rewrite_failed(core);
-            let chunks = std::mem::take(&mut core.unsynced);
-            core.first_unsynced_at = None;
-            let result = core.files_of(&chunks).iter().try_for_each(|f| f.sync());
-            match result {
+            let (target, chunks, files) = core.take_unsynced();
+            match files.iter().try_for_each(|f| f.sync()) {
                 Ok(()) => {
-                    self.synced(core.written);
+                    self.synced(target);
                     return;
                 }
                 Err(e) => self.resync_failed(core, &e, chunks),
@@ -279,7 +269,7 @@ impl Writer {
 
     /// After a failed fsync the kernel may have dropped the dirty pages: write them
     /// again and keep them as unsynced, ahead of anything written since.
-    fn resync_failed(&self, core: &mut Core, e: &std::io::Error, chunks: Vec<(u64, u64, Vec<u8>)>) {
+    fn resync_failed(&self, core: &mut Core, e: &std::io::Error, chunks: Vec<Chunk>) {
         self.pipe.report(&format!("fsync failed: {e}"));
         std::thread::sleep(Duration::from_millis(50));
         for (seq, offset, bytes) in &chunks {
