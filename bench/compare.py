@@ -925,18 +925,24 @@ def plan(keys: Sequence[str], pairs: int) -> Iterator[tuple[str, int, str]]:
                 yield key, pair, kind
 
 
-def progress(run: Run, n: int, total: int) -> None:
-    if run.scenario == "memory":
+def result_text(run: Run, unit: str = "ops/s") -> str:
+    """A load generator run's rate, p99 and errors, for the progress lines."""
+    r = run.result
+    if r is None:
+        return "no result"
+    return f"{r['ops_per_s']:,.0f} {unit}, p99 {r['p99_us']:,.0f} µs, errors {r['errors']}"
+
+
+def progress(run: Run, n: int, total: int, text: str | None = None) -> None:
+    """One progress line on stderr; ``text`` replaces the load generator's figures."""
+    if text is None and run.scenario == "memory":
         e = run.extra
         text = (
             f"{e.get('bytes_per_job', float('nan')):.0f} B/job, "
             f"{e.get('bytes_per_conn', float('nan')):.0f} B/conn"
         )
-    elif run.result is not None:
-        r = run.result
-        text = f"{r['ops_per_s']:,.0f} ops/s, p99 {r['p99_us']:,.0f} µs, errors {r['errors']}"
-    else:
-        text = "no result"
+    if text is None:
+        text = result_text(run)
     bad = "" if run.ok else f"  FAILED: {run.problem}"
     print(
         f"[{n}/{total}] {run.scenario} pair {run.pair + 1} {run.kind}: {text}{bad}",

@@ -473,17 +473,9 @@ def report(run: Run, n: int, total: int) -> None:
             f"fill {e.get('fill_ops_per_s', float('nan')):,.0f}/s, "
             f"disk {e.get('disk_stopped', float('nan')) / 1e6:,.1f} MB"
         )
-    elif run.result is not None:
-        r = run.result
-        text = f"{r['ops_per_s']:,.0f} puts/s, p99 {r['p99_us']:,.0f} µs, errors {r['errors']}"
     else:
-        text = "no result"
-    bad = "" if run.ok else f"  FAILED: {run.problem}"
-    print(
-        f"[{n}/{total}] {run.scenario} pair {run.pair + 1} {run.kind}: {text}{bad}",
-        file=sys.stderr,
-        flush=True,
-    )
+        text = cmp.result_text(run, "puts/s")
+    cmp.progress(run, n, total, text)
 
 
 if __name__ == "__main__":
