@@ -136,6 +136,7 @@ pub fn replay(
         let records_before = out.records;
         let mut at = HEADER_LEN;
         let mut cut = None;
+        let mut skipped = false;
         while at < bytes.len() {
             match RecordRef::decode(&bytes[at..]) {
                 Ok(Some((record, n))) => {
@@ -163,8 +164,9 @@ pub fn replay(
                             cut = Some(at as u64);
                             break;
                         }
-                        None => {
-                            // Not the newest segment, yet unreadable to its end.
+                        // Unreadable with readable records after it, or in a
+                        // segment that is not the newest: corruption in the middle.
+                        next => {
                             if !skip_corrupt {
                                 return Err(RecoverError::Corrupt {
                                     dir: name,
@@ -173,32 +175,29 @@ pub fn replay(
                                     reason,
                                 });
                             }
-                            out.warnings.push(format!(
-                                "segment {seq}: corrupt from offset {at} to its end ({reason}); skipped"
-                            ));
-                            break;
-                        }
-                        Some(next) => {
-                            if !skip_corrupt {
-                                return Err(RecoverError::Corrupt {
-                                    dir: name,
-                                    seq,
-                                    offset: at as u64,
-                                    reason,
-                                });
+                            skipped = true;
+                            match next {
+                                None => {
+                                    out.warnings.push(format!(
+                                        "segment {seq}: corrupt from offset {at} to its end ({reason}); skipped"
+                                    ));
+                                    break;
+                                }
+                                Some(next) => {
+                                    out.warnings.push(format!(
+                                        "segment {seq}: corrupt bytes {at}..{next} ({reason}); skipped"
+                                    ));
+                                    at = next;
+                                }
                             }
-                            out.warnings.push(format!(
-                                "segment {seq}: corrupt bytes {at}..{next} ({reason}); skipped"
-                            ));
-                            at = next;
                         }
                     }
                 }
             }
         }
-        let unused = out.records == records_before
-            && cut.is_none()
-            && all_zero(&bytes[HEADER_LEN.min(bytes.len())..]);
+        // No record, nothing cut or skipped: the loop stopped at zeros right
+        // after the header.
+        let unused = out.records == records_before && cut.is_none() && !skipped;
         let mut size = bytes.len() as u64;
         drop(bytes);
         if unused {
