@@ -9,12 +9,13 @@
 use super::job::{Job, JobCounters, JobState};
 use super::log::StoreLog;
 use super::{PutRefused, Store, SECOND};
-use crate::wal::format::{job_record_len, JobRecord, Record, StoredState};
+use crate::wal::decode::JobRef;
+use crate::wal::format::{job_record_len, Record, StoredState, RELEASE_RECORD_LEN};
 use crate::wal::recover::{Recovered, RecoveredJob};
 use crate::wal::OpenedLog;
 
 /// The largest record other than a job snapshot (a release).
-const UPDATE_RECORD_MAX: usize = crate::wal::format::FRAME_LEN + 1 + 8 + 4 + 4 + 8;
+const UPDATE_RECORD_MAX: usize = RELEASE_RECORD_LEN;
 /// Live jobs moved per compaction step, so one step never holds the lock long.
 const MOVES_PER_STEP: usize = 64;
 /// Job-table slots looked at per compaction step.
@@ -203,7 +204,8 @@ impl Store {
         }
     }
 
-    fn snapshot(&self, slot: u32, log: &StoreLog) -> Option<Record> {
+    /// A job's snapshot, borrowing its tube name and body from the store.
+    fn snapshot(&self, slot: u32, log: &StoreLog) -> Option<JobRef<'_>> {
         let job = self.jobs.get(slot)?;
         let counters = self.jobs.counters(slot);
         let state = match job.state {
@@ -222,7 +224,7 @@ impl Store {
         } else {
             0
         };
-        Some(Record::Job(JobRecord {
+        Some(JobRef {
             id: job.id,
             pri: job.pri,
             delay: job.delay,
@@ -236,9 +238,9 @@ impl Store {
             releases: counters.releases,
             buries: counters.buries,
             kicks: counters.kicks,
-            tube: self.tubes.get(job.tube).name.to_vec(),
-            body: job.body[..job.body_len()].to_vec(),
-        }))
+            tube: &self.tubes.get(job.tube).name,
+            body: &job.body[..job.body_len()],
+        })
     }
 
     /// A new job (called before it is placed in a queue, so its state is ready; a
@@ -247,12 +249,12 @@ impl Store {
         let Some(mut log) = self.log.take() else {
             return;
         };
-        if let Some(Record::Job(mut rec)) = self.snapshot(slot, &log) {
+        if let Some(mut rec) = self.snapshot(slot, &log) {
             if rec.delay > 0 {
                 rec.state = StoredState::Delayed;
                 rec.ready_at = log.wall(now + u64::from(rec.delay) * SECOND);
             }
-            let home = log.add_job(&Record::Job(rec));
+            let home = log.add_job(&rec);
             if let Some(job) = self.jobs.get_mut(slot) {
                 job.home = home as u32;
             }

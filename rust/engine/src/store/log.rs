@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::wal::decode::JobRef;
 use crate::wal::format::{Header, Record, DELETE_RECORD_LEN, HEADER_LEN};
 use crate::wal::pipe::{LogPipe, Task};
 use crate::wal::writer::{segment_capacity, wall_now};
@@ -18,6 +19,9 @@ use crate::wal::OpenedLog;
 
 /// Longest wait of a write for the writer thread to preallocate a segment.
 const SPARE_WAIT: Duration = Duration::from_secs(1);
+/// Bound of the capacity a new batch starts with, so one odd huge batch does not
+/// make every later one hold that much memory.
+const BATCH_HINT_MAX: usize = 1 << 20;
 
 /// Bookkeeping for one log directory.
 #[derive(Debug)]
@@ -30,6 +34,9 @@ pub struct StoreLog {
     /// Bytes for `current` not yet handed to the writer, starting at `batch_at`.
     batch: Vec<u8>,
     batch_at: u64,
+    /// Capacity a new batch starts with: the size of recent batches (the largest,
+    /// decaying), so a batch is not grown by repeated reallocation.
+    batch_hint: usize,
     tasks: Vec<Task>,
     /// Total bytes of records ever made: the log position replies wait for.
     position: u64,
@@ -69,6 +76,7 @@ impl StoreLog {
             offset: HEADER_LEN as u64,
             batch: Vec::new(),
             batch_at: HEADER_LEN as u64,
+            batch_hint: 4096,
             tasks: Vec::new(),
             position: 0,
             live,
@@ -203,8 +211,30 @@ impl StoreLog {
 
     /// Append a record; returns the segment it went to.
     pub fn append(&mut self, record: &Record) -> u64 {
-        let start = self.batch.len();
-        let len = record.encode(&mut self.batch) as u64;
+        let start = self.start_record();
+        let len = record.encode(&mut self.batch);
+        self.place(start, len)
+    }
+
+    /// Append a job snapshot; returns the segment it went to.
+    fn append_job(&mut self, job: &JobRef<'_>) -> u64 {
+        let start = self.start_record();
+        let len = job.encode(&mut self.batch);
+        self.place(start, len)
+    }
+
+    /// Where the next record starts in the batch; gives a new batch its capacity.
+    fn start_record(&mut self) -> usize {
+        if self.batch.capacity() == 0 {
+            self.batch.reserve_exact(self.batch_hint);
+        }
+        self.batch.len()
+    }
+
+    /// Place the record of `len` bytes just appended at `start` of the batch: in
+    /// the current segment, or at the start of the next one if it does not fit.
+    fn place(&mut self, start: usize, len: usize) -> u64 {
+        let len = len as u64;
         if self.offset + len > self.segment_size {
             let bytes = self.batch.split_off(start);
             self.seal_batch();
@@ -224,9 +254,9 @@ impl StoreLog {
     }
 
     /// A new job's snapshot: reserves its delete's space and counts it live.
-    pub fn add_job(&mut self, record: &Record) -> u64 {
+    pub fn add_job(&mut self, job: &JobRef<'_>) -> u64 {
         let before = self.position;
-        let home = self.append(record);
+        let home = self.append_job(job);
         self.reserved += DELETE_RECORD_LEN as u64;
         self.live_bytes += self.position - before;
         *self.live.entry(home).or_insert(0) += 1;
@@ -244,8 +274,8 @@ impl StoreLog {
     }
 
     /// A live job's snapshot is written again (compaction); returns its new home.
-    pub fn move_job(&mut self, record: &Record, old_home: u64) -> u64 {
-        let home = self.append(record);
+    pub fn move_job(&mut self, job: &JobRef<'_>, old_home: u64) -> u64 {
+        let home = self.append_job(job);
         self.records_migrated += 1;
         if let Some(n) = self.live.get_mut(&old_home) {
             *n = n.saturating_sub(1);
@@ -257,6 +287,10 @@ impl StoreLog {
     fn seal_batch(&mut self) {
         if !self.batch.is_empty() {
             let bytes = std::mem::take(&mut self.batch);
+            // The next batch (allocated by its first record) starts with room for
+            // about as much as the recent ones.
+            let decayed = self.batch_hint - self.batch_hint / 4;
+            self.batch_hint = bytes.len().max(decayed).min(BATCH_HINT_MAX);
             let end = self.position;
             self.tasks.push(Task::Write {
                 seq: self.current,

@@ -39,7 +39,7 @@
 
 use thiserror::Error;
 
-use super::decode::{Reader, RecordRef};
+use super::decode::{JobRef, Reader, RecordRef};
 
 /// The format version written into every segment header. Bump it whenever any
 /// layout above changes, and keep reading the old versions.
@@ -175,55 +175,94 @@ impl Header {
     }
 }
 
+impl JobRecord {
+    /// The snapshot as a borrowed view, which is what encodes it.
+    pub fn as_ref(&self) -> JobRef<'_> {
+        JobRef {
+            id: self.id,
+            pri: self.pri,
+            delay: self.delay,
+            ttr: self.ttr,
+            state: self.state,
+            created: self.created,
+            ready_at: self.ready_at,
+            bury_seq: self.bury_seq,
+            reserves: self.reserves,
+            timeouts: self.timeouts,
+            releases: self.releases,
+            buries: self.buries,
+            kicks: self.kicks,
+            tube: &self.tube,
+            body: &self.body,
+        }
+    }
+}
+
+impl JobRef<'_> {
+    /// Append the framed job record to `out`; returns its length on disk
+    /// ([`job_record_len`]). The only encoder of job snapshots: the store encodes
+    /// from its own tube name and body without copying them first.
+    pub fn encode(&self, out: &mut Vec<u8>) -> usize {
+        let len = job_record_len(self.tube.len(), self.body.len());
+        out.reserve(len);
+        let start = out.len();
+        let fixed = Fields::<JOB_FIXED_LEN>::new(1)
+            .u64(self.id)
+            .u32(self.pri)
+            .u32(self.delay)
+            .u32(self.ttr)
+            .u8(self.state as u8)
+            .i64(self.created)
+            .i64(self.ready_at)
+            .u64(self.bury_seq)
+            .u32(self.reserves)
+            .u32(self.timeouts)
+            .u32(self.releases)
+            .u32(self.buries)
+            .u32(self.kicks)
+            .u16(self.tube.len() as u16)
+            .done();
+        out.extend_from_slice(&fixed);
+        out.extend_from_slice(self.tube);
+        out.extend_from_slice(&(self.body.len() as u32).to_le_bytes());
+        out.extend_from_slice(self.body);
+        seal(&mut out[start..])
+    }
+}
+
 impl Record {
     /// Append the framed record to `out`; returns its length on disk.
     pub fn encode(&self, out: &mut Vec<u8>) -> usize {
-        let start = out.len();
-        out.extend_from_slice(&[0u8; FRAME_LEN]);
-        match self {
-            Record::Job(j) => {
-                out.push(1);
-                out.extend_from_slice(&j.id.to_le_bytes());
-                out.extend_from_slice(&j.pri.to_le_bytes());
-                out.extend_from_slice(&j.delay.to_le_bytes());
-                out.extend_from_slice(&j.ttr.to_le_bytes());
-                out.push(j.state as u8);
-                out.extend_from_slice(&j.created.to_le_bytes());
-                out.extend_from_slice(&j.ready_at.to_le_bytes());
-                out.extend_from_slice(&j.bury_seq.to_le_bytes());
-                for c in [j.reserves, j.timeouts, j.releases, j.buries, j.kicks] {
-                    out.extend_from_slice(&c.to_le_bytes());
-                }
-                out.extend_from_slice(&(j.tube.len() as u16).to_le_bytes());
-                out.extend_from_slice(&j.tube);
-                out.extend_from_slice(&(j.body.len() as u32).to_le_bytes());
-                out.extend_from_slice(&j.body);
-            }
-            Record::Reserve { id } => id_record(out, 2, *id),
+        match *self {
+            Record::Job(ref j) => j.as_ref().encode(out),
+            Record::Reserve { id } => id_record(out, 2, id),
             Record::Release {
                 id,
                 pri,
                 delay,
                 ready_at,
-            } => {
-                out.push(3);
-                out.extend_from_slice(&id.to_le_bytes());
-                out.extend_from_slice(&pri.to_le_bytes());
-                out.extend_from_slice(&delay.to_le_bytes());
-                out.extend_from_slice(&ready_at.to_le_bytes());
-            }
-            Record::Bury { id, pri, bury_seq } => {
-                out.push(4);
-                out.extend_from_slice(&id.to_le_bytes());
-                out.extend_from_slice(&pri.to_le_bytes());
-                out.extend_from_slice(&bury_seq.to_le_bytes());
-            }
-            Record::Kick { id } => id_record(out, 5, *id),
-            Record::Timeout { id } => id_record(out, 6, *id),
-            Record::Delete { id } => id_record(out, 7, *id),
-            Record::NextId { next_id } => id_record(out, 8, *next_id),
+            } => append_sealed(
+                out,
+                Fields::<RELEASE_RECORD_LEN>::new(3)
+                    .u64(id)
+                    .u32(pri)
+                    .u32(delay)
+                    .i64(ready_at)
+                    .done(),
+            ),
+            Record::Bury { id, pri, bury_seq } => append_sealed(
+                out,
+                Fields::<BURY_RECORD_LEN>::new(4)
+                    .u64(id)
+                    .u32(pri)
+                    .u64(bury_seq)
+                    .done(),
+            ),
+            Record::Kick { id } => id_record(out, 5, id),
+            Record::Timeout { id } => id_record(out, 6, id),
+            Record::Delete { id } => id_record(out, 7, id),
+            Record::NextId { next_id } => id_record(out, 8, next_id),
         }
-        seal(out, start)
     }
 
     /// The id of the job the record is about.
@@ -247,23 +286,91 @@ impl Record {
     }
 }
 
+/// Bytes of a job record before its tube: the frame, the kind, the fixed-size
+/// fields and the tube's length.
+const JOB_FIXED_LEN: usize = FRAME_LEN + 1 + 8 + 4 * 3 + 1 + 8 * 3 + 4 * 5 + 2;
+/// Size on disk of a release record, the largest record other than a job.
+pub const RELEASE_RECORD_LEN: usize = FRAME_LEN + 1 + 8 + 4 + 4 + 8;
+const BURY_RECORD_LEN: usize = FRAME_LEN + 1 + 8 + 4 + 8;
+
 /// Length on disk of a job snapshot for this tube and body length.
 pub fn job_record_len(tube_len: usize, body_len: usize) -> usize {
-    FRAME_LEN + 1 + 8 + 4 * 3 + 1 + 8 * 3 + 4 * 5 + 2 + tube_len + 4 + body_len
+    JOB_FIXED_LEN + tube_len + 4 + body_len
 }
 
-fn id_record(out: &mut Vec<u8>, kind: u8, id: u64) {
-    out.push(kind);
-    out.extend_from_slice(&id.to_le_bytes());
+/// A record (or its fixed-size start) of exactly `N` bytes built on the stack, so
+/// it reaches the output buffer with one append. The frame is left zero for
+/// [`seal`].
+struct Fields<const N: usize> {
+    buf: [u8; N],
+    at: usize,
 }
 
-/// Fill in len and crc of the record that starts at `start`.
-fn seal(out: &mut [u8], start: usize) -> usize {
-    let len = (out.len() - start - FRAME_LEN) as u32;
-    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-    let crc = checksum(&len.to_le_bytes(), &out[start + FRAME_LEN..]);
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
-    out.len() - start
+impl<const N: usize> Fields<N> {
+    #[inline(always)]
+    fn new(kind: u8) -> Self {
+        let mut buf = [0u8; N];
+        buf[FRAME_LEN] = kind;
+        Fields {
+            buf,
+            at: FRAME_LEN + 1,
+        }
+    }
+
+    #[inline(always)]
+    fn put<const M: usize>(&mut self, bytes: [u8; M]) -> &mut Self {
+        self.buf[self.at..self.at + M].copy_from_slice(&bytes);
+        self.at += M;
+        self
+    }
+
+    #[inline(always)]
+    fn u8(&mut self, v: u8) -> &mut Self {
+        self.put([v])
+    }
+    #[inline(always)]
+    fn u16(&mut self, v: u16) -> &mut Self {
+        self.put(v.to_le_bytes())
+    }
+    #[inline(always)]
+    fn u32(&mut self, v: u32) -> &mut Self {
+        self.put(v.to_le_bytes())
+    }
+    #[inline(always)]
+    fn u64(&mut self, v: u64) -> &mut Self {
+        self.put(v.to_le_bytes())
+    }
+    #[inline(always)]
+    fn i64(&mut self, v: i64) -> &mut Self {
+        self.put(v.to_le_bytes())
+    }
+
+    /// The bytes, which must all have been written.
+    #[inline(always)]
+    fn done(&mut self) -> [u8; N] {
+        assert_eq!(self.at, N, "record fields do not fill the record");
+        self.buf
+    }
+}
+
+fn id_record(out: &mut Vec<u8>, kind: u8, id: u64) -> usize {
+    append_sealed(out, Fields::<DELETE_RECORD_LEN>::new(kind).u64(id).done())
+}
+
+/// Seal a whole record built on the stack and append it.
+fn append_sealed<const N: usize>(out: &mut Vec<u8>, mut record: [u8; N]) -> usize {
+    seal(&mut record);
+    out.extend_from_slice(&record);
+    N
+}
+
+/// Fill in len and crc of `record`, a whole framed record; returns its length.
+fn seal(record: &mut [u8]) -> usize {
+    let len = (record.len() - FRAME_LEN) as u32;
+    record[..4].copy_from_slice(&len.to_le_bytes());
+    let crc = checksum(&len.to_le_bytes(), &record[FRAME_LEN..]);
+    record[4..8].copy_from_slice(&crc.to_le_bytes());
+    record.len()
 }
 
 pub(super) fn checksum(len: &[u8], body: &[u8]) -> u32 {
@@ -336,6 +443,107 @@ mod tests {
             Record::Job(j.clone()).encode(&mut Vec::new()),
             job_record_len(j.tube.len(), j.body.len())
         );
+    }
+
+    /// The exact bytes of every kind of record (docs/log-format.md, version 1): a
+    /// change here is a format change.
+    #[test]
+    fn encoding_is_the_documented_layout() {
+        let job = JobRecord {
+            id: 0x0102_0304_0506_0708,
+            bury_seq: 9,
+            tube: b"emails".to_vec(),
+            ..job()
+        };
+        let cases = [
+            (
+                Record::Job(job),
+                "540000003180724801080706050403020100040000050000003c0000000100002a36fe9c97\
+                 1700f22f60ff9c97170900000000000000010000000200000003000000040000000500000006\
+                 00656d61696c73060000006100620d0a63",
+            ),
+            (
+                Record::Reserve { id: 1 },
+                "090000001e8f59ab020100000000000000",
+            ),
+            (
+                Record::Release {
+                    id: 2,
+                    pri: 3,
+                    delay: 4,
+                    ready_at: -5,
+                },
+                "19000000b4a167600302000000000000000300000004000000fbffffffffffffff",
+            ),
+            (
+                Record::Bury {
+                    id: 6,
+                    pri: 7,
+                    bury_seq: 8,
+                },
+                "150000002be00d30040600000000000000070000000800000000000000",
+            ),
+            (Record::Kick { id: 9 }, "09000000de45022e050900000000000000"),
+            (
+                Record::Timeout { id: 10 },
+                "090000009ecee9ec060a00000000000000",
+            ),
+            (
+                Record::Delete { id: u64::MAX },
+                "090000000f1fdb0c07ffffffffffffffff",
+            ),
+            (
+                Record::NextId { next_id: 77 },
+                "090000006dea9d87084d00000000000000",
+            ),
+        ];
+        for (record, want) in cases {
+            let mut buf = vec![0xaa];
+            let n = record.encode(&mut buf);
+            let hex: String = buf[1..].iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(hex, want, "{record:?}");
+            assert_eq!(n, want.len() / 2);
+            assert_eq!(buf[0], 0xaa);
+        }
+    }
+
+    #[test]
+    fn a_borrowed_job_encodes_as_the_owned_one() {
+        let owned = job();
+        let tube = owned.tube.clone();
+        let body = owned.body.clone();
+        let borrowed = JobRef {
+            tube: &tube,
+            body: &body,
+            ..owned.as_ref()
+        };
+        assert_eq!(borrowed.to_owned(), owned);
+        let mut from_record = b"before".to_vec();
+        let mut from_ref = b"before".to_vec();
+        let n = Record::Job(owned.clone()).encode(&mut from_record);
+        assert_eq!(borrowed.encode(&mut from_ref), n);
+        assert_eq!(from_ref, from_record);
+        assert_eq!(n, job_record_len(tube.len(), body.len()));
+        match RecordRef::decode(&from_ref[6..]) {
+            Ok(Some((RecordRef::Job(got), len))) => {
+                assert_eq!(got, borrowed);
+                assert_eq!(len, n);
+            }
+            other => panic!("decoded as {other:?}"),
+        }
+        // Empty tube and body, and a body large enough to need a big reservation.
+        for (tube, body) in [(&b""[..], vec![]), (&b"t"[..], vec![7u8; 70_000])] {
+            let j = JobRef {
+                tube,
+                body: &body,
+                ..owned.as_ref()
+            };
+            let mut buf = Vec::new();
+            let n = j.encode(&mut buf);
+            assert_eq!(n, buf.len());
+            assert_eq!(n, job_record_len(tube.len(), body.len()));
+            assert_eq!(RecordRef::decode(&buf), Ok(Some((RecordRef::Job(j), n))));
+        }
     }
 
     #[test]

@@ -194,7 +194,7 @@ fn write_segments(
     };
     for job in jobs {
         let mut rec = Vec::new();
-        Record::Job(job.clone()).encode(&mut rec);
+        job.as_ref().encode(&mut rec);
         if buf.len() + rec.len() > segment_size as usize && buf.len() > HEADER_LEN {
             flush(seq, &buf)?;
             seq += 1;
