@@ -226,7 +226,7 @@ impl StoreLog {
     /// Where the next record starts in the batch; gives a new batch its capacity.
     fn start_record(&mut self) -> usize {
         if self.batch.capacity() == 0 {
-            self.batch.reserve_exact(self.batch_hint);
+            self.batch = self.pipe.buffers.take(self.batch_hint);
         }
         self.batch.len()
     }

@@ -18,6 +18,15 @@ use super::mapped::SegmentBytes;
 pub trait SegmentFile: Send + Sync {
     /// Write all of `data` at `offset`.
     fn write_all_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
+    /// Write `parts`, one after the other, starting at `offset`.
+    fn write_all_vectored_at(&self, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+        let mut at = offset;
+        for part in parts {
+            self.write_all_at(at, part)?;
+            at += part.len() as u64;
+        }
+        Ok(())
+    }
     /// Make everything written so far durable.
     fn sync(&self) -> io::Result<()>;
 }
@@ -76,10 +85,67 @@ impl SegmentFile for FsSegment {
         self.0.write_all_at(data, offset)
     }
 
+    fn write_all_vectored_at(&self, offset: u64, parts: &[&[u8]]) -> io::Result<()> {
+        let mut iov: Vec<libc::iovec> = parts
+            .iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| libc::iovec {
+                iov_base: p.as_ptr() as *mut libc::c_void,
+                iov_len: p.len(),
+            })
+            .collect();
+        let mut at = offset;
+        let mut first = 0;
+        while first < iov.len() {
+            let count = (iov.len() - first).min(IOV_MAX);
+            let pos = libc::off_t::try_from(at)
+                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+            // SAFETY: `iov[first..first + count]` describes live slices of `parts`
+            // (borrowed for the whole call), which pwritev only reads.
+            let n = unsafe {
+                libc::pwritev(
+                    self.0.as_raw_fd(),
+                    iov[first..].as_ptr(),
+                    count as libc::c_int,
+                    pos,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                return Err(io::Error::from(io::ErrorKind::WriteZero));
+            }
+            // A short write: skip what went out, and the written front of a part.
+            let mut n = n as usize;
+            at += n as u64;
+            while n > 0 && first < iov.len() {
+                let part = &mut iov[first];
+                if n >= part.iov_len {
+                    n -= part.iov_len;
+                    first += 1;
+                } else {
+                    // SAFETY: advancing within the same slice, by less than its length.
+                    part.iov_base = unsafe { part.iov_base.cast::<u8>().add(n).cast() };
+                    part.iov_len -= n;
+                    n = 0;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn sync(&self) -> io::Result<()> {
         self.0.sync_data()
     }
 }
+
+/// Most parts one `pwritev` takes (Linux's IOV_MAX).
+const IOV_MAX: usize = 1024;
 
 impl LogDir for FsDir {
     fn segments(&self) -> io::Result<Vec<u64>> {
@@ -284,5 +350,31 @@ impl DirLock {
             return Err(e);
         }
         Ok(DirLock { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vectored_write_puts_every_part_in_place() {
+        let path =
+            std::env::temp_dir().join(format!("beanpole-fs-vectored-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("temp dir");
+        let dir = FsDir::new(&path);
+        let seg = dir.create(1, 1 << 20).expect("segment");
+        // More parts than one pwritev takes, some of them empty.
+        let parts: Vec<Vec<u8>> = (0..2500u32)
+            .map(|i| vec![(i % 251) as u8; (i % 7) as usize])
+            .collect();
+        let slices: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        seg.write_all_vectored_at(100, &slices).expect("write");
+        let expected: Vec<u8> = parts.concat();
+        let bytes = dir.read(1).expect("read");
+        assert_eq!(&bytes[100..100 + expected.len()], expected.as_slice());
+        assert!(bytes[100 + expected.len()..].iter().all(|&b| b == 0));
+        let _ = std::fs::remove_dir_all(&path);
     }
 }

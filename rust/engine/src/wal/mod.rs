@@ -10,6 +10,7 @@
 //! The store then journals every change that matters after a restart and queues
 //! its records batch by batch; see `store/log.rs` and `pipe.rs`.
 
+pub mod buffers;
 pub mod decode;
 pub mod format;
 pub mod fs;

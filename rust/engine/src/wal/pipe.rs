@@ -22,6 +22,7 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
+use super::buffers::BufferPool;
 use super::format::Header;
 use super::fs::SegmentFile;
 use super::writer::FsyncPolicy;
@@ -131,6 +132,8 @@ pub struct LogPipe {
     pub errors: AtomicU64,
     /// The directory, for messages.
     pub(super) dir_name: String,
+    /// Buffers of durable records, for the store's next batches.
+    pub buffers: BufferPool,
 }
 
 impl std::fmt::Debug for LogPipe {
@@ -173,38 +176,19 @@ impl LogPipe {
             current: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             dir_name,
+            buffers: BufferPool::default(),
         }
     }
 
-    /// Queue a batch of tasks. Writes of the same segment that follow each other
-    /// are merged into one, so one write covers many connections' records. Tasks
-    /// only the writer thread can do wake it.
+    /// Queue a batch of tasks; tasks only the writer thread can do wake it.
+    /// Writes stay separate here (no copying under the queue's lock): whoever
+    /// writes them writes those that follow each other in a segment with one
+    /// vectored write.
     pub fn submit(&self, tasks: impl IntoIterator<Item = Task>) {
         let mut needs_thread = false;
         {
             let mut q = lock(&self.queue);
             for task in tasks {
-                if let (
-                    Task::Write {
-                        seq,
-                        offset,
-                        bytes,
-                        end,
-                    },
-                    Some(Task::Write {
-                        seq: last_seq,
-                        offset: last_offset,
-                        bytes: last_bytes,
-                        end: last_end,
-                    }),
-                ) = (&task, q.last_mut())
-                {
-                    if seq == last_seq && *last_offset + last_bytes.len() as u64 == *offset {
-                        last_bytes.extend_from_slice(bytes);
-                        *last_end = *end;
-                        continue;
-                    }
-                }
                 needs_thread |= !matches!(task, Task::Write { .. });
                 q.push(task);
             }
@@ -277,7 +261,10 @@ impl LogPipe {
             return;
         };
         match files.iter().try_for_each(|f| f.sync()) {
-            Ok(()) => self.acknowledge(target),
+            Ok(()) => {
+                self.acknowledge(target);
+                self.recycle(chunks);
+            }
             Err(e) => {
                 lock(&self.failed).extend(chunks);
                 self.rewrite.store(true, Ordering::SeqCst);
@@ -343,7 +330,7 @@ impl LogPipe {
             if tasks.is_empty() {
                 return true;
             }
-            let mut rest = tasks.into_iter();
+            let mut rest = tasks.into_iter().peekable();
             while let Some(task) = rest.next() {
                 let Task::Write {
                     seq,
@@ -355,26 +342,53 @@ impl LogPipe {
                     self.requeue(task, rest);
                     return false;
                 };
+                // The writes that continue this one in its segment go out with it.
+                let mut run = vec![(offset, bytes, end)];
+                let mut next = offset + run[0].1.len() as u64;
+                while let Some(Task::Write {
+                    seq: s, offset: o, ..
+                }) = rest.peek()
+                {
+                    if *s != seq || *o != next {
+                        break;
+                    }
+                    let Some(Task::Write {
+                        offset, bytes, end, ..
+                    }) = rest.next()
+                    else {
+                        break;
+                    };
+                    next = offset + bytes.len() as u64;
+                    run.push((offset, bytes, end));
+                }
                 let result = match core.files.get(&seq) {
-                    Some(file) => file.write_all_at(offset, &bytes),
+                    Some(file) => {
+                        let parts: Vec<&[u8]> = run.iter().map(|(_, b, _)| b.as_slice()).collect();
+                        file.write_all_vectored_at(offset, &parts)
+                    }
                     None => Err(std::io::Error::other("segment not created yet")),
                 };
-                match result {
-                    Ok(()) => self.wrote(core, (seq, offset, bytes), end),
-                    Err(e) => {
-                        if core.files.contains_key(&seq) {
-                            self.report(&format!("write failed: {e}; retrying"));
-                        }
-                        let task = Task::Write {
-                            seq,
-                            offset,
-                            bytes,
-                            end,
-                        };
-                        self.requeue(task, rest);
-                        return false;
+                let end = run.last().map_or(0, |r| r.2);
+                if let Err(e) = result {
+                    if core.files.contains_key(&seq) {
+                        self.report(&format!("write failed: {e}; retrying"));
                     }
+                    // Positioned writes: the whole run is written again later.
+                    let mut run = run.into_iter().map(|(offset, bytes, end)| Task::Write {
+                        seq,
+                        offset,
+                        bytes,
+                        end,
+                    });
+                    if let Some(first) = run.next() {
+                        self.requeue(first, run.chain(rest));
+                    }
+                    return false;
                 }
+                let chunks = run
+                    .into_iter()
+                    .map(|(offset, bytes, _)| (seq, offset, bytes));
+                self.wrote(core, chunks, end);
             }
         }
     }
@@ -382,21 +396,28 @@ impl LogPipe {
     /// Book a completed write (by a connection or the writer thread): publish the
     /// written position, acknowledge it unless `-f 0` waits for the fsync, and
     /// keep the bytes until they are synced.
-    pub(super) fn wrote(&self, core: &mut Core, chunk: Chunk, end: u64) {
+    pub(super) fn wrote(&self, core: &mut Core, chunks: impl IntoIterator<Item = Chunk>, end: u64) {
         core.written = core.written.max(end);
         self.written.store(core.written, Ordering::SeqCst);
         if self.policy != FsyncPolicy::Always {
             self.acknowledge(core.written);
         }
-        if self.policy != FsyncPolicy::Never {
+        if self.policy == FsyncPolicy::Never {
+            self.recycle(chunks);
+        } else {
             let first = core.first_unsynced_at.is_none();
             core.first_unsynced_at.get_or_insert_with(Instant::now);
-            core.unsynced.push(chunk);
+            core.unsynced.extend(chunks);
             if first && matches!(self.policy, FsyncPolicy::Every(_)) {
                 // The periodic fsync's timer starts now.
                 self.kick();
             }
         }
+    }
+
+    /// Chunks whose records are durable: their buffers go back to the pool.
+    pub(super) fn recycle(&self, chunks: impl IntoIterator<Item = Chunk>) {
+        self.buffers.give(chunks.into_iter().map(|c| c.2));
     }
 
     /// Put `task` and `rest` back at the front of the queue, before anything
@@ -542,7 +563,7 @@ mod tests {
     }
 
     #[test]
-    fn queued_writes_are_merged_and_written_by_the_caller() {
+    fn queued_writes_are_written_by_the_caller() {
         let path = temp_dir("merge");
         let dir = FsDir::new(&path);
         let pipe = LogPipe::new(FsyncPolicy::Every(Duration::from_secs(60)), "test".into());
@@ -553,7 +574,7 @@ mod tests {
         pipe.submit([write(1, 103, b"def", 6)]);
         // Not contiguous: a separate write; segment 2 does not exist yet.
         pipe.submit([write(1, 200, b"xyz", 9), write(2, 64, b"later", 14)]);
-        assert_eq!(lock(&pipe.queue).len(), 3, "the first two are merged");
+        assert_eq!(lock(&pipe.queue).len(), 4);
         assert_eq!(pipe.acked(), 0);
         assert!(pipe.write_through(9), "written from this thread");
         assert_eq!(pipe.acked(), 9);
@@ -565,7 +586,7 @@ mod tests {
         assert_eq!(&bytes[200..203], b"xyz");
         let core = pipe.lock_core();
         assert_eq!(core.written, 9);
-        assert_eq!(core.unsynced.len(), 2, "kept until the periodic fsync");
+        assert_eq!(core.unsynced.len(), 3, "kept until the periodic fsync");
         drop(core);
         let _ = std::fs::remove_dir_all(&path);
     }

@@ -140,7 +140,7 @@ impl Writer {
                     Some(file) => file.write_all_at(offset, &bytes),
                     None => Err(std::io::Error::other("segment missing")),
                 });
-                self.pipe.wrote(core, (seq, offset, bytes), end);
+                self.pipe.wrote(core, [(seq, offset, bytes)], end);
             }
             Task::Remove(seq) => {
                 // The jobs compaction moved out of the segment must be durable
@@ -217,6 +217,7 @@ impl Writer {
             match files.iter().try_for_each(|f| f.sync()) {
                 Ok(()) => {
                     self.synced(target);
+                    self.pipe.recycle(chunks);
                     return;
                 }
                 Err(e) => {
@@ -253,6 +254,7 @@ impl Writer {
             match files.iter().try_for_each(|f| f.sync()) {
                 Ok(()) => {
                     self.synced(target);
+                    self.pipe.recycle(chunks);
                     return;
                 }
                 Err(e) => self.resync_failed(core, &e, chunks),
