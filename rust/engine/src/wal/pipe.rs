@@ -111,9 +111,12 @@ pub struct LogPipe {
     acked: AtomicU64,
     acked_tx: watch::Sender<u64>,
     waiters: AtomicUsize,
-    /// Set while an fsync runs (on a connection's thread or the writer's): two
-    /// at once could acknowledge data of a segment the other one was syncing.
-    syncing: AtomicBool,
+    /// Held while an fsync runs (on a connection's thread or the writer's): two
+    /// at once could acknowledge data of a segment the other one was syncing. A
+    /// std mutex: connections only `try_lock` it; the writer thread sleeps on it
+    /// until a connection's fsync is done (spinning would take a core from the
+    /// connections meanwhile).
+    sync_turn: Mutex<()>,
     /// Set when an fsync made on a connection's thread failed: the writer thread
     /// rewrites the unsynced data before its next fsync (the kernel may have
     /// dropped the pages). The chunks that fsync covered wait in `failed`, a std
@@ -167,7 +170,7 @@ impl LogPipe {
             acked: AtomicU64::new(0),
             acked_tx: watch::Sender::new(0),
             waiters: AtomicUsize::new(0),
-            syncing: AtomicBool::new(false),
+            sync_turn: Mutex::new(()),
             rewrite: AtomicBool::new(false),
             failed: Mutex::new(Vec::new()),
             failing: AtomicBool::new(false),
@@ -248,16 +251,17 @@ impl LogPipe {
     /// running already. A failure is left to the writer thread (which rewrites
     /// the data and retries) with the data kept as unsynced.
     fn sync_inline(&self) {
-        if self.syncing.swap(true, Ordering::SeqCst) {
-            return;
-        }
+        let _turn = match self.sync_turn.try_lock() {
+            Ok(turn) => turn,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
         // A held core or data to write again first: the writer thread's job.
         let taken = match self.core.try_lock() {
             Ok(mut core) if !self.rewrite.load(Ordering::SeqCst) => Some(core.take_unsynced()),
             _ => None,
         };
         let Some((target, chunks, files)) = taken else {
-            self.syncing.store(false, Ordering::SeqCst);
             return;
         };
         match files.iter().try_for_each(|f| f.sync()) {
@@ -271,7 +275,6 @@ impl LogPipe {
                 self.report(&format!("fsync failed: {e}"));
             }
         }
-        self.syncing.store(false, Ordering::SeqCst);
     }
 
     /// Chunks whose fsync failed on a connection's thread, oldest first, to be
@@ -283,12 +286,8 @@ impl LogPipe {
     /// Run `f` as the only fsync (waiting for one that runs on a connection's
     /// thread to finish first). For the writer thread.
     pub(super) fn exclusive_sync<T>(&self, f: impl FnOnce() -> T) -> T {
-        while self.syncing.swap(true, Ordering::SeqCst) {
-            std::thread::yield_now();
-        }
-        let out = f();
-        self.syncing.store(false, Ordering::SeqCst);
-        out
+        let _turn = lock(&self.sync_turn);
+        f()
     }
 
     /// Wait until `position` is acknowledged. False if the log has stopped.
@@ -601,10 +600,10 @@ mod tests {
             .insert(1, Arc::from(dir.create(1, 8192).expect("segment")));
         pipe.submit([write(1, 64, b"job", 3)]);
         // Another fsync is running: its owner or the writer thread acknowledges.
-        pipe.syncing.store(true, Ordering::SeqCst);
+        let turn = lock(&pipe.sync_turn);
         assert!(!pipe.write_through(3));
         assert_eq!((pipe.written(), pipe.acked()), (3, 0));
-        pipe.syncing.store(false, Ordering::SeqCst);
+        drop(turn);
         assert!(pipe.write_through(3), "synced on this thread");
         assert_eq!(pipe.acked(), 3);
         assert!(pipe.lock_core().unsynced.is_empty());
