@@ -59,7 +59,7 @@ fn homes(dir: &Path) -> BTreeMap<u64, u64> {
     for (seq, record) in all_records(dir) {
         match record {
             Record::Job(j) => {
-                out.insert(j.id, seq);
+                out.insert(j.fields.id, seq);
             }
             Record::Delete { id } => {
                 out.remove(&id);
@@ -329,12 +329,12 @@ fn a_segment_is_removed_only_once_what_was_moved_out_of_it_is_durable() {
         for cut in cuts.lock().expect("cuts").iter() {
             let rec = recover(&FsDir::new(cut), false).expect("recover");
             assert!(
-                rec.jobs.iter().any(|r| r.id == keep),
+                rec.jobs.iter().any(|r| r.fields.id == keep),
                 "{policy:?}: a power cut right after a segment was removed lost job {keep}"
             );
         }
         let rec = recover(&FsDir::new(&dir_path), false).expect("recover");
-        assert!(rec.jobs.iter().any(|r| r.id == keep));
+        assert!(rec.jobs.iter().any(|r| r.fields.id == keep));
     }
 }
 

@@ -160,20 +160,20 @@ fn jobs_in_every_state_come_back_exactly_after_a_restart() {
     let rec = recover(&FsDir::new(tmp.path()), false).expect("recover");
     assert!(rec.warnings.is_empty(), "{:?}", rec.warnings);
     assert_eq!(rec.next_id, max_id + 1);
-    let stored: BTreeMap<u64, _> = rec.jobs.iter().map(|r| (r.id, r)).collect();
+    let stored: BTreeMap<u64, _> = rec.jobs.iter().map(|r| (r.fields.id, r)).collect();
     assert_eq!(stored.keys().copied().collect::<Vec<_>>(), {
         let mut l = live.to_vec();
         l.sort_unstable();
         l
     });
-    assert_eq!(stored[&reserved].state, StoredState::Reserved);
-    assert_eq!(stored[&delayed].state, StoredState::Delayed);
-    assert_eq!(stored[&released_later].state, StoredState::Delayed);
-    assert_eq!(stored[&released0].state, StoredState::Ready);
-    assert_eq!(stored[&released0].pri, 9);
-    assert_eq!(stored[&timed_out].timeouts, 1);
-    assert!(stored[&buried[1]].bury_seq < stored[&buried[2]].bury_seq);
-    assert!(stored[&buried[2]].bury_seq < stored[&buried[0]].bury_seq);
+    assert_eq!(stored[&reserved].fields.state, StoredState::Reserved);
+    assert_eq!(stored[&delayed].fields.state, StoredState::Delayed);
+    assert_eq!(stored[&released_later].fields.state, StoredState::Delayed);
+    assert_eq!(stored[&released0].fields.state, StoredState::Ready);
+    assert_eq!(stored[&released0].fields.pri, 9);
+    assert_eq!(stored[&timed_out].fields.timeouts, 1);
+    assert!(stored[&buried[1]].fields.bury_seq < stored[&buried[2]].fields.bury_seq);
+    assert!(stored[&buried[2]].fields.bury_seq < stored[&buried[0]].fields.bury_seq);
     assert_eq!(stored[&big].body().len(), MAX_JOB as usize);
 
     let (server, addr) = start(config);
@@ -401,7 +401,7 @@ fn expect_skipped(dir: &Path, seq: u64, lost: u64, ids: &[u64]) {
         "{:?}",
         rec.warnings
     );
-    let got: Vec<u64> = rec.jobs.iter().map(|r| r.id).collect();
+    let got: Vec<u64> = rec.jobs.iter().map(|r| r.fields.id).collect();
     let want: Vec<u64> = ids.iter().copied().filter(|&id| id != lost).collect();
     assert_eq!(got, want);
     // And a server started with the option serves every other job.

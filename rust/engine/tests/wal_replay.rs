@@ -32,7 +32,7 @@ fn snapshot_order(dir: &Path) -> Vec<u64> {
         let mut at = HEADER_LEN;
         while let Ok(Some((record, n))) = Record::decode(&bytes[at..]) {
             if let Record::Job(j) = record {
-                ids.push(j.id);
+                ids.push(j.fields.id);
             }
             at += n;
         }

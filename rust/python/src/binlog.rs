@@ -36,18 +36,18 @@ fn record_dict<'py>(
         Record::Job(j) => {
             d.set_item("kind", "job")?;
             d.set_item("tube", String::from_utf8_lossy(&j.tube).into_owned())?;
-            d.set_item("state", state_name(j.state))?;
-            d.set_item("pri", j.pri)?;
-            d.set_item("delay", j.delay)?;
-            d.set_item("ttr", j.ttr)?;
-            d.set_item("created", j.created)?;
-            d.set_item("ready_at", j.ready_at)?;
-            d.set_item("bury_seq", j.bury_seq)?;
-            d.set_item("reserves", j.reserves)?;
-            d.set_item("timeouts", j.timeouts)?;
-            d.set_item("releases", j.releases)?;
-            d.set_item("buries", j.buries)?;
-            d.set_item("kicks", j.kicks)?;
+            d.set_item("state", state_name(j.fields.state))?;
+            d.set_item("pri", j.fields.pri)?;
+            d.set_item("delay", j.fields.delay)?;
+            d.set_item("ttr", j.fields.ttr)?;
+            d.set_item("created", j.fields.created)?;
+            d.set_item("ready_at", j.fields.ready_at)?;
+            d.set_item("bury_seq", j.fields.bury_seq)?;
+            d.set_item("reserves", j.fields.reserves)?;
+            d.set_item("timeouts", j.fields.timeouts)?;
+            d.set_item("releases", j.fields.releases)?;
+            d.set_item("buries", j.fields.buries)?;
+            d.set_item("kicks", j.fields.kicks)?;
             d.set_item("body", PyBytes::new(py, &j.body))?;
         }
         Record::Reserve { .. } => d.set_item("kind", "reserve")?,

@@ -10,7 +10,7 @@ use super::job::{Job, JobCounters, JobState};
 use super::log::StoreLog;
 use super::{PutRefused, Store, SECOND};
 use crate::wal::decode::JobRef;
-use crate::wal::format::{job_record_len, Record, StoredState, RELEASE_RECORD_LEN};
+use crate::wal::format::{job_record_len, JobFields, Record, StoredState, RELEASE_RECORD_LEN};
 use crate::wal::recover::{Recovered, RecoveredJob};
 use crate::wal::OpenedLog;
 
@@ -52,14 +52,15 @@ impl Store {
             };
             log.recovered_job(j.home, recovered.snapshot_len(&j) as u64);
             self.tubes.get_mut(tube).jobs_ct += 1;
+            let f = j.fields;
             let slot = self.jobs.insert(Job {
-                id: j.id,
+                id: f.id,
                 body: j.body_crlf.into(),
-                created: log.mono(j.created),
+                created: log.mono(f.created),
                 deadline: 0,
-                pri: j.pri,
-                delay: j.delay,
-                ttr: j.ttr.max(1),
+                pri: f.pri,
+                delay: f.delay,
+                ttr: f.ttr.max(1),
                 tube,
                 pos: 0,
                 home: j.home as u32,
@@ -69,17 +70,17 @@ impl Store {
                 slot,
                 JobCounters {
                     reserver: u32::MAX,
-                    reserves: j.reserves,
-                    timeouts: j.timeouts,
-                    releases: j.releases,
-                    buries: j.buries,
-                    kicks: j.kicks,
+                    reserves: f.reserves,
+                    timeouts: f.timeouts,
+                    releases: f.releases,
+                    buries: f.buries,
+                    kicks: f.kicks,
                 },
             );
-            match j.state {
+            match f.state {
                 StoredState::Ready | StoredState::Reserved => self.make_ready(slot, now),
-                StoredState::Delayed => self.make_delayed(slot, log.mono(j.ready_at).max(now)),
-                StoredState::Buried => buried.push((j.bury_seq, j.id, slot)),
+                StoredState::Delayed => self.make_delayed(slot, log.mono(f.ready_at).max(now)),
+                StoredState::Buried => buried.push((f.bury_seq, f.id, slot)),
             }
         }
         buried.sort_unstable();
@@ -106,9 +107,9 @@ impl Store {
         let mut seen: Vec<Option<(u64, usize, usize)>> = vec![None; recovered.tubes.len()];
         for j in jobs {
             if let Some(entry) = seen.get_mut(j.tube as usize) {
-                let (low, ready, delayed) = entry.get_or_insert((j.id, 0, 0));
-                *low = (*low).min(j.id);
-                match j.state {
+                let (low, ready, delayed) = entry.get_or_insert((j.fields.id, 0, 0));
+                *low = (*low).min(j.fields.id);
+                match j.fields.state {
                     StoredState::Ready | StoredState::Reserved => *ready += 1,
                     StoredState::Delayed => *delayed += 1,
                     StoredState::Buried => {}
@@ -208,36 +209,29 @@ impl Store {
     fn snapshot(&self, slot: u32, log: &StoreLog) -> Option<JobRef<'_>> {
         let job = self.jobs.get(slot)?;
         let counters = self.jobs.counters(slot);
-        let state = match job.state {
-            JobState::Ready => StoredState::Ready,
-            JobState::Delayed => StoredState::Delayed,
-            JobState::Buried => StoredState::Buried,
-            JobState::Reserved => StoredState::Reserved,
-        };
-        let ready_at = if job.state == JobState::Delayed {
-            log.wall(job.deadline)
-        } else {
-            0
-        };
-        let bury_seq = if job.state == JobState::Buried {
-            job.deadline
-        } else {
-            0
+        // A delayed job's ready time, or a buried job's place in the buried order.
+        let (state, ready_at, bury_seq) = match job.state {
+            JobState::Ready => (StoredState::Ready, 0, 0),
+            JobState::Delayed => (StoredState::Delayed, log.wall(job.deadline), 0),
+            JobState::Buried => (StoredState::Buried, 0, job.deadline),
+            JobState::Reserved => (StoredState::Reserved, 0, 0),
         };
         Some(JobRef {
-            id: job.id,
-            pri: job.pri,
-            delay: job.delay,
-            ttr: job.ttr,
-            state,
-            created: log.wall(job.created),
-            ready_at,
-            bury_seq,
-            reserves: counters.reserves,
-            timeouts: counters.timeouts,
-            releases: counters.releases,
-            buries: counters.buries,
-            kicks: counters.kicks,
+            fields: JobFields {
+                id: job.id,
+                pri: job.pri,
+                delay: job.delay,
+                ttr: job.ttr,
+                state,
+                created: log.wall(job.created),
+                ready_at,
+                bury_seq,
+                reserves: counters.reserves,
+                timeouts: counters.timeouts,
+                releases: counters.releases,
+                buries: counters.buries,
+                kicks: counters.kicks,
+            },
             tube: &self.tubes.get(job.tube).name,
             body: &job.body[..job.body_len()],
         })
@@ -250,9 +244,10 @@ impl Store {
             return;
         };
         if let Some(mut rec) = self.snapshot(slot, &log) {
-            if rec.delay > 0 {
-                rec.state = StoredState::Delayed;
-                rec.ready_at = log.wall(now + u64::from(rec.delay) * SECOND);
+            let f = &mut rec.fields;
+            if f.delay > 0 {
+                f.state = StoredState::Delayed;
+                f.ready_at = log.wall(now + u64::from(f.delay) * SECOND);
             }
             let home = log.add_job(&rec);
             if let Some(job) = self.jobs.get_mut(slot) {

@@ -2,24 +2,14 @@
 //! the segment's bytes, so replay copies a body only once, into the form the store
 //! keeps it in. [`Record::decode`] is this followed by a copy.
 
-use super::format::{checksum, DecodeError, JobRecord, Record, StoredState, FRAME_LEN, MAX_RECORD};
+use super::format::{
+    checksum, DecodeError, JobFields, JobRecord, Record, StoredState, FRAME_LEN, MAX_RECORD,
+};
 
 /// A job snapshot decoded in place: its tube and body borrow the record's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobRef<'a> {
-    pub id: u64,
-    pub pri: u32,
-    pub delay: u32,
-    pub ttr: u32,
-    pub state: StoredState,
-    pub created: i64,
-    pub ready_at: i64,
-    pub bury_seq: u64,
-    pub reserves: u32,
-    pub timeouts: u32,
-    pub releases: u32,
-    pub buries: u32,
-    pub kicks: u32,
+    pub fields: JobFields,
     pub tube: &'a [u8],
     pub body: &'a [u8],
 }
@@ -27,19 +17,7 @@ pub struct JobRef<'a> {
 impl JobRef<'_> {
     pub fn to_owned(&self) -> JobRecord {
         JobRecord {
-            id: self.id,
-            pri: self.pri,
-            delay: self.delay,
-            ttr: self.ttr,
-            state: self.state,
-            created: self.created,
-            ready_at: self.ready_at,
-            bury_seq: self.bury_seq,
-            reserves: self.reserves,
-            timeouts: self.timeouts,
-            releases: self.releases,
-            buries: self.buries,
-            kicks: self.kicks,
+            fields: self.fields,
             tube: self.tube.to_vec(),
             body: self.body.to_vec(),
         }
@@ -59,7 +37,7 @@ impl RecordRef<'_> {
     /// The id of the job the record is about (0 for next-id).
     pub fn id(&self) -> u64 {
         match self {
-            RecordRef::Job(j) => j.id,
+            RecordRef::Job(j) => j.fields.id,
             RecordRef::Change(r) => r.id(),
         }
     }
@@ -99,39 +77,33 @@ impl RecordRef<'_> {
         let mut r = Reader(&body[1..]);
         let record = match body[0] {
             1 => {
-                let id = r.u64()?;
-                let (pri, delay, ttr) = (r.u32()?, r.u32()?, r.u32()?);
-                let state = match r.u8()? {
-                    0 => StoredState::Ready,
-                    1 => StoredState::Delayed,
-                    2 => StoredState::Buried,
-                    3 => StoredState::Reserved,
-                    _ => return Err(DecodeError::Payload),
+                // Fields are read in the order they are written.
+                let fields = JobFields {
+                    id: r.u64()?,
+                    pri: r.u32()?,
+                    delay: r.u32()?,
+                    ttr: r.u32()?,
+                    state: match r.u8()? {
+                        0 => StoredState::Ready,
+                        1 => StoredState::Delayed,
+                        2 => StoredState::Buried,
+                        3 => StoredState::Reserved,
+                        _ => return Err(DecodeError::Payload),
+                    },
+                    created: r.i64()?,
+                    ready_at: r.i64()?,
+                    bury_seq: r.u64()?,
+                    reserves: r.u32()?,
+                    timeouts: r.u32()?,
+                    releases: r.u32()?,
+                    buries: r.u32()?,
+                    kicks: r.u32()?,
                 };
-                let (created, ready_at, bury_seq) = (r.i64()?, r.i64()?, r.u64()?);
-                let (reserves, timeouts, releases, buries, kicks) =
-                    (r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u32()?);
                 let tube_len = r.u16()? as usize;
                 let tube = r.take(tube_len)?;
                 let body_len = r.u32()? as usize;
                 let body = r.take(body_len)?;
-                RecordRef::Job(JobRef {
-                    id,
-                    pri,
-                    delay,
-                    ttr,
-                    state,
-                    created,
-                    ready_at,
-                    bury_seq,
-                    reserves,
-                    timeouts,
-                    releases,
-                    buries,
-                    kicks,
-                    tube,
-                    body,
-                })
+                RecordRef::Job(JobRef { fields, tube, body })
             }
             2 => RecordRef::Change(Record::Reserve { id: r.u64()? }),
             3 => RecordRef::Change(Record::Release {

@@ -62,9 +62,12 @@ pub enum StoredState {
     Reserved = 3,
 }
 
-/// A full job snapshot.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobRecord {
+/// A job's fixed-size fields: everything in a job record but the tube and the
+/// body, in the same order and units. The owned [`JobRecord`], the borrowed
+/// [`JobRef`] and replay's [`RecoveredJob`](super::live::RecoveredJob) each hold
+/// one, so converting between them copies this one value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobFields {
     pub id: u64,
     pub pri: u32,
     pub delay: u32,
@@ -78,6 +81,12 @@ pub struct JobRecord {
     pub releases: u32,
     pub buries: u32,
     pub kicks: u32,
+}
+
+/// A full job snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRecord {
+    pub fields: JobFields,
     pub tube: Vec<u8>,
     pub body: Vec<u8>,
 }
@@ -179,19 +188,7 @@ impl JobRecord {
     /// The snapshot as a borrowed view, which is what encodes it.
     pub fn as_ref(&self) -> JobRef<'_> {
         JobRef {
-            id: self.id,
-            pri: self.pri,
-            delay: self.delay,
-            ttr: self.ttr,
-            state: self.state,
-            created: self.created,
-            ready_at: self.ready_at,
-            bury_seq: self.bury_seq,
-            reserves: self.reserves,
-            timeouts: self.timeouts,
-            releases: self.releases,
-            buries: self.buries,
-            kicks: self.kicks,
+            fields: self.fields,
             tube: &self.tube,
             body: &self.body,
         }
@@ -206,20 +203,21 @@ impl JobRef<'_> {
         let len = job_record_len(self.tube.len(), self.body.len());
         out.reserve(len);
         let start = out.len();
+        let f = &self.fields;
         let fixed = Fields::<JOB_FIXED_LEN>::new(1)
-            .u64(self.id)
-            .u32(self.pri)
-            .u32(self.delay)
-            .u32(self.ttr)
-            .u8(self.state as u8)
-            .i64(self.created)
-            .i64(self.ready_at)
-            .u64(self.bury_seq)
-            .u32(self.reserves)
-            .u32(self.timeouts)
-            .u32(self.releases)
-            .u32(self.buries)
-            .u32(self.kicks)
+            .u64(f.id)
+            .u32(f.pri)
+            .u32(f.delay)
+            .u32(f.ttr)
+            .u8(f.state as u8)
+            .i64(f.created)
+            .i64(f.ready_at)
+            .u64(f.bury_seq)
+            .u32(f.reserves)
+            .u32(f.timeouts)
+            .u32(f.releases)
+            .u32(f.buries)
+            .u32(f.kicks)
             .u16(self.tube.len() as u16)
             .done();
         out.extend_from_slice(&fixed);
@@ -268,7 +266,7 @@ impl Record {
     /// The id of the job the record is about.
     pub fn id(&self) -> u64 {
         match self {
-            Record::Job(j) => j.id,
+            Record::Job(j) => j.fields.id,
             Record::Reserve { id }
             | Record::Release { id, .. }
             | Record::Bury { id, .. }
@@ -383,19 +381,21 @@ mod tests {
 
     fn job() -> JobRecord {
         JobRecord {
-            id: 7,
-            pri: 1024,
-            delay: 5,
-            ttr: 60,
-            state: StoredState::Delayed,
-            created: 1_700_000_000_000_000_000,
-            ready_at: 1_700_000_005_000_000_000,
-            bury_seq: 0,
-            reserves: 1,
-            timeouts: 2,
-            releases: 3,
-            buries: 4,
-            kicks: 5,
+            fields: JobFields {
+                id: 7,
+                pri: 1024,
+                delay: 5,
+                ttr: 60,
+                state: StoredState::Delayed,
+                created: 1_700_000_000_000_000_000,
+                ready_at: 1_700_000_005_000_000_000,
+                bury_seq: 0,
+                reserves: 1,
+                timeouts: 2,
+                releases: 3,
+                buries: 4,
+                kicks: 5,
+            },
             tube: b"emails$(1)".to_vec(),
             body: b"a\0b\r\nc".to_vec(),
         }
@@ -449,12 +449,10 @@ mod tests {
     /// change here is a format change.
     #[test]
     fn encoding_is_the_documented_layout() {
-        let job = JobRecord {
-            id: 0x0102_0304_0506_0708,
-            bury_seq: 9,
-            tube: b"emails".to_vec(),
-            ..job()
-        };
+        let mut job = job();
+        job.fields.id = 0x0102_0304_0506_0708;
+        job.fields.bury_seq = 9;
+        job.tube = b"emails".to_vec();
         let cases = [
             (
                 Record::Job(job),

@@ -13,26 +13,14 @@
 use std::collections::HashMap;
 
 use super::decode::{JobRef, RecordRef};
-use super::format::{JobRecord, Record, StoredState};
+use super::format::{JobFields, JobRecord, Record, StoredState};
 use crate::idindex::IdIndex;
 
 /// One live job: its latest snapshot with the changes recorded after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoveredJob {
-    pub id: u64,
-    pub pri: u32,
-    pub delay: u32,
-    pub ttr: u32,
-    /// As stored: a reserved job is returned as reserved; the server makes it ready.
-    pub state: StoredState,
-    pub created: i64,
-    pub ready_at: i64,
-    pub bury_seq: u64,
-    pub reserves: u32,
-    pub timeouts: u32,
-    pub releases: u32,
-    pub buries: u32,
-    pub kicks: u32,
+    /// As stored: a reserved job's state is reserved; the server makes it ready.
+    pub fields: JobFields,
     /// Index of its tube's name in `Recovered::tubes`.
     pub tube: u32,
     /// The segment holding its latest snapshot.
@@ -50,19 +38,7 @@ impl RecoveredJob {
     /// The job as a full snapshot record, given its tube's name.
     pub fn to_record(&self, tube: &[u8]) -> JobRecord {
         JobRecord {
-            id: self.id,
-            pri: self.pri,
-            delay: self.delay,
-            ttr: self.ttr,
-            state: self.state,
-            created: self.created,
-            ready_at: self.ready_at,
-            bury_seq: self.bury_seq,
-            reserves: self.reserves,
-            timeouts: self.timeouts,
-            releases: self.releases,
-            buries: self.buries,
-            kicks: self.kicks,
+            fields: self.fields,
             tube: tube.to_vec(),
             body: self.body().to_vec(),
         }
@@ -111,33 +87,21 @@ impl LiveJobs {
     }
 
     fn snapshot(&mut self, job: &JobRef<'_>, seq: u64) {
-        self.max_bury_seq = self.max_bury_seq.max(job.bury_seq);
+        self.max_bury_seq = self.max_bury_seq.max(job.fields.bury_seq);
         let mut body = Vec::with_capacity(job.body.len() + 2);
         body.extend_from_slice(job.body);
         body.extend_from_slice(b"\r\n");
         let entry = RecoveredJob {
-            id: job.id,
-            pri: job.pri,
-            delay: job.delay,
-            ttr: job.ttr,
-            state: job.state,
-            created: job.created,
-            ready_at: job.ready_at,
-            bury_seq: job.bury_seq,
-            reserves: job.reserves,
-            timeouts: job.timeouts,
-            releases: job.releases,
-            buries: job.buries,
-            kicks: job.kicks,
+            fields: job.fields,
             tube: self.tube(job.tube),
             home: seq,
             body_crlf: body.into_boxed_slice(),
         };
-        match self.index.get(job.id) {
+        match self.index.get(job.fields.id) {
             // A later snapshot (compaction moved the job) replaces the earlier one.
             Some(at) => self.jobs[at as usize] = entry,
             None => {
-                self.index.insert(job.id, self.jobs.len() as u32);
+                self.index.insert(job.fields.id, self.jobs.len() as u32);
                 self.jobs.push(entry);
             }
         }
@@ -149,7 +113,7 @@ impl LiveJobs {
         let Some(at) = self.index.get(change.id()) else {
             return;
         };
-        let job = &mut self.jobs[at as usize];
+        let job = &mut self.jobs[at as usize].fields;
         match *change {
             Record::Reserve { .. } => {
                 job.reserves += 1;
@@ -217,7 +181,7 @@ impl LiveJobs {
         self.dead = 0;
         self.index = IdIndex::default();
         for (at, job) in self.jobs.iter().enumerate() {
-            self.index.insert(job.id, at as u32);
+            self.index.insert(job.fields.id, at as u32);
         }
     }
 
@@ -251,7 +215,7 @@ mod tests {
             let id = record.id();
             match record {
                 Record::Job(job) => {
-                    self.max_bury_seq = self.max_bury_seq.max(job.bury_seq);
+                    self.max_bury_seq = self.max_bury_seq.max(job.fields.bury_seq);
                     self.jobs.insert(id, (job.clone(), seq));
                 }
                 Record::Delete { .. } => {
@@ -259,7 +223,7 @@ mod tests {
                 }
                 Record::NextId { .. } => {}
                 change => {
-                    let Some((job, _)) = self.jobs.get_mut(&id) else {
+                    let Some((JobRecord { fields: job, .. }, _)) = self.jobs.get_mut(&id) else {
                         return;
                     };
                     match *change {
@@ -310,19 +274,21 @@ mod tests {
             StoredState::Reserved,
         ][usize::from(state % 4)];
         Record::Job(JobRecord {
-            id,
-            pri,
-            delay: pri % 3,
-            ttr: 1 + pri % 5,
-            state,
-            created: -(id as i64),
-            ready_at: i64::from(pri) * 7,
-            bury_seq,
-            reserves: pri % 2,
-            timeouts: 0,
-            releases: 1,
-            buries: 2,
-            kicks: 3,
+            fields: JobFields {
+                id,
+                pri,
+                delay: pri % 3,
+                ttr: 1 + pri % 5,
+                state,
+                created: -(id as i64),
+                ready_at: i64::from(pri) * 7,
+                bury_seq,
+                reserves: pri % 2,
+                timeouts: 0,
+                releases: 1,
+                buries: 2,
+                kicks: 3,
+            },
             tube: format!("tube{}", tube % 3).into_bytes(),
             body: vec![b'b'; (id % 5) as usize * 1000 + usize::from(tube)],
         })
@@ -365,7 +331,7 @@ mod tests {
             }
             prop_assert_eq!(live.max_bury_seq, model.max_bury_seq);
             let (mut jobs, tubes) = live.finish();
-            jobs.sort_by_key(|j| j.id);
+            jobs.sort_by_key(|j| j.fields.id);
             let got: Vec<(JobRecord, u64)> = jobs
                 .iter()
                 .map(|j| (j.to_record(&tubes[j.tube as usize]), j.home))

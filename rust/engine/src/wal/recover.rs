@@ -43,8 +43,12 @@ impl Recovered {
 
     /// Order the jobs by id.
     pub fn sort_jobs(&mut self) {
-        if !self.jobs.windows(2).all(|w| w[0].id < w[1].id) {
-            self.jobs.sort_unstable_by_key(|j| j.id);
+        if !self
+            .jobs
+            .windows(2)
+            .all(|w| w[0].fields.id < w[1].fields.id)
+        {
+            self.jobs.sort_unstable_by_key(|j| j.fields.id);
         }
     }
 

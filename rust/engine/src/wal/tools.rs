@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::format::{Header, JobRecord, Record, StoredState, HEADER_LEN};
+use super::format::{Header, JobFields, JobRecord, Record, StoredState, HEADER_LEN};
 use super::fs::{DirLock, FsDir, LogDir};
 use super::import::{read_beanstalkd_dir, ImportedState};
 use super::recover::{all_zero, replay, Recovered};
@@ -121,42 +121,36 @@ pub fn import(src: &Path, dst: &Path, segment_size: u64) -> Result<(usize, Vec<S
             ),
         });
     }
-    let mut bury_seq = 0;
+    let mut buried = 0;
     let jobs: Vec<JobRecord> = report
         .jobs
         .iter()
         .map(|j| {
-            let state = match j.state {
-                ImportedState::Ready => StoredState::Ready,
-                ImportedState::Reserved => StoredState::Reserved,
-                ImportedState::Delayed => StoredState::Delayed,
+            let (state, ready_at, bury_seq) = match j.state {
+                ImportedState::Ready => (StoredState::Ready, 0, 0),
+                ImportedState::Reserved => (StoredState::Reserved, 0, 0),
+                ImportedState::Delayed => (StoredState::Delayed, j.deadline_at_ns, 0),
                 ImportedState::Buried => {
-                    bury_seq += 1;
-                    StoredState::Buried
+                    buried += 1;
+                    (StoredState::Buried, 0, buried)
                 }
             };
             JobRecord {
-                id: j.id,
-                pri: j.pri,
-                delay: secs(j.delay_ns),
-                ttr: secs(j.ttr_ns).max(1),
-                state,
-                created: j.created_at_ns,
-                ready_at: if state == StoredState::Delayed {
-                    j.deadline_at_ns
-                } else {
-                    0
+                fields: JobFields {
+                    id: j.id,
+                    pri: j.pri,
+                    delay: secs(j.delay_ns),
+                    ttr: secs(j.ttr_ns).max(1),
+                    state,
+                    created: j.created_at_ns,
+                    ready_at,
+                    bury_seq,
+                    reserves: j.reserves,
+                    timeouts: j.timeouts,
+                    releases: j.releases,
+                    buries: j.buries,
+                    kicks: j.kicks,
                 },
-                bury_seq: if state == StoredState::Buried {
-                    bury_seq
-                } else {
-                    0
-                },
-                reserves: j.reserves,
-                timeouts: j.timeouts,
-                releases: j.releases,
-                buries: j.buries,
-                kicks: j.kicks,
                 tube: j.tube.clone(),
                 body: j.body.clone(),
             }
