@@ -611,6 +611,31 @@ mod tests {
     }
 
     #[test]
+    fn buffers_come_back_to_the_pool_once_their_records_are_synced() {
+        let path = temp_dir("recycle");
+        let dir = FsDir::new(&path);
+        let pipe = LogPipe::new(FsyncPolicy::Always, "test".into());
+        pipe.lock_core()
+            .files
+            .insert(1, Arc::from(dir.create(1, 1 << 16).expect("segment")));
+        let mut bytes = pipe.buffers.take(8192);
+        bytes.extend_from_slice(&[7; 5000]);
+        let capacity = bytes.capacity();
+        pipe.submit([Task::Write {
+            seq: 1,
+            offset: 64,
+            bytes,
+            end: 5000,
+        }]);
+        assert_eq!(pipe.buffers.kept_bytes(), 0);
+        assert!(pipe.write_through(5000), "written and synced here");
+        assert_eq!(pipe.buffers.kept_bytes(), capacity, "back once synced");
+        let again = pipe.buffers.take(4096);
+        assert!(again.is_empty() && again.capacity() == capacity);
+        let _ = std::fs::remove_dir_all(&path);
+    }
+
+    #[test]
     fn with_f0_a_failed_fsync_is_left_to_the_writer_with_its_data() {
         use crate::wal::fs::{Faults, FaultyDir};
         let path = temp_dir("f0-fail");
