@@ -144,8 +144,11 @@ impl Writer {
             }
             Task::Remove(seq) => {
                 // The jobs compaction moved out of the segment must be durable
-                // before the segment goes.
-                if !core.unsynced.is_empty() || self.pipe.rewrite.load(Ordering::SeqCst) {
+                // before the segment goes. Unsynced data may also be in an fsync
+                // that a connection runs right now (with -f 0): taking the fsync
+                // turn waits for that one, and what it left unsynced or failed to
+                // sync is synced here.
+                if self.pipe.policy != FsyncPolicy::Never {
                     self.sync_locked(core);
                 }
                 core.files.remove(&seq);
