@@ -283,6 +283,12 @@ impl LogPipe {
         std::mem::take(&mut *lock(&self.failed))
     }
 
+    /// Hold the fsync turn, as a connection's fsync does while it runs.
+    #[cfg(test)]
+    pub(super) fn hold_sync_turn(&self) -> MutexGuard<'_, ()> {
+        lock(&self.sync_turn)
+    }
+
     /// Run `f` as the only fsync (waiting for one that runs on a connection's
     /// thread to finish first). For the writer thread.
     pub(super) fn exclusive_sync<T>(&self, f: impl FnOnce() -> T) -> T {

@@ -338,3 +338,52 @@ pub fn wall_now() -> i64 {
 pub fn segment_capacity(segment_size: u64) -> u64 {
     segment_size.saturating_sub(HEADER_LEN as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wal::fs::{segment_name, FsDir};
+    use std::sync::mpsc;
+
+    #[test]
+    fn a_segment_is_removed_only_after_a_running_fsync_ends() {
+        let path = std::env::temp_dir().join(format!("beanpole-writer-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("temp dir");
+        let dir: Arc<dyn LogDir> = Arc::new(FsDir::new(&path));
+        let pipe = Arc::new(LogPipe::new(FsyncPolicy::Always, "test".into()));
+        for seq in [1, 2] {
+            let file = dir.create(seq, 8192).expect("segment");
+            pipe.lock_core().files.insert(seq, Arc::from(file));
+        }
+        let writer = Writer::new(
+            Arc::clone(&dir),
+            Arc::clone(&pipe),
+            8192,
+            Arc::new(AtomicU64::new(1)),
+        );
+        // A connection's fsync is running: it holds the turn and has taken the
+        // unsynced data (a job compaction moved out of segment 1) with it.
+        let turn = pipe.hold_sync_turn();
+        let (tx, rx) = mpsc::channel();
+        let remover = {
+            let pipe = Arc::clone(&pipe);
+            std::thread::spawn(move || {
+                let mut core = pipe.lock_core();
+                writer.perform(&mut core, Task::Remove(1));
+                let _ = tx.send(());
+            })
+        };
+        assert!(
+            rx.recv_timeout(Duration::from_millis(300)).is_err(),
+            "segment 1 was removed while the fsync covering its moved jobs ran"
+        );
+        assert!(path.join(segment_name(1)).exists());
+        drop(turn);
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("removed once the fsync ended");
+        remover.join().expect("remover");
+        assert!(!path.join(segment_name(1)).exists());
+        let _ = std::fs::remove_dir_all(&path);
+    }
+}
