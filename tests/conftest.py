@@ -18,3 +18,10 @@ def any_server(server_kind: str) -> Iterator[Running]:
     """A fresh server of each kind (ids start at 1, stats are zero)."""
     with start(server_kind) as running:
         yield running
+
+
+@pytest.fixture
+def small_server(server_kind: str) -> Iterator[Running]:
+    """A fresh server of each kind whose max job size is 100 bytes."""
+    with start(server_kind, "-z", "100", max_job_size=100) as running:
+        yield running

@@ -26,43 +26,28 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import signal
 import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import greenstalk
 import pytest
 
-from servers import Running, start
+from client_common import COMMON_BINARY_BODIES, COMMON_UNICODE_BODIES, drain, nudging, wait_until
+from servers import Running
 
 MAX_U32 = 2**32 - 1
 
 UNICODE_BODIES = [
-    "",
-    "plain ascii",
-    "naïve café",
-    "日本語のテキスト",
-    "emoji 🐍🚀 and a flag 🇳🇱",
-    "nul\x00inside and zero\u200bwidth",
-    "line\r\nbreaks\r\nin the middle\r\n",
+    *COMMON_UNICODE_BODIES,
     "\r\n",
-    "RTL עברית and combining e\u0301",
     "put 0 0 10 5\r\nhello\r\n",  # a protocol command as a body must stay a body
 ]
 
-BINARY_BODIES = [
-    b"",
-    bytes(range(256)),
-    b"\r\n" * 50,
-    b"\x00" * 1000,
-    b"\xff\xfe\xfd not utf-8 \x80\x81",
-    b"RESERVED 1 5\r\nhello\r\n",
-    random.Random(1234).randbytes(4096),
-]
+BINARY_BODIES = [*COMMON_BINARY_BODIES, random.Random(1234).randbytes(4096)]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -72,59 +57,6 @@ BINARY_BODIES = [
 def client(any_server: Running) -> Iterator[greenstalk.Client[str]]:
     with greenstalk.Client(any_server.address) as c:
         yield c
-
-
-@pytest.fixture
-def small_server(server_kind: str) -> Iterator[Running]:
-    """A fresh server whose max job size is 100 bytes."""
-    with start(server_kind, "-z", "100", max_job_size=100) as running:
-        yield running
-
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    """Poll server state (not a fixed sleep) until ``predicate()`` is true."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
-def drain(running: Running) -> None:
-    """Put the server into drain mode (beanstalkd: SIGUSR1)."""
-    if running.pid is not None:
-        os.kill(running.pid, signal.SIGUSR1)
-    else:
-        running.server.drain()  # type: ignore[attr-defined]
-
-
-@contextlib.contextmanager
-def nudging(running: Running, reserver: greenstalk.Client[str]) -> Iterator[None]:
-    """Keep the reserving connection busy while the caller blocks, on beanstalkd only.
-
-    beanstalkd 1.12 expires reserved jobs from a per-connection timer and checks
-    ``deadline_at >= nanoseconds()`` on a microsecond clock (gettimeofday). When the timer
-    fires in the very microsecond of the deadline, the job is neither expired nor the timer
-    re-armed: the job stays reserved, time-left goes negative, until that connection sends
-    another command (about one run in five here). Any command re-arms it, so the reserver
-    asks ``list-tube-used`` every 50 ms. beanpole has to expire jobs unaided.
-    """
-    if running.kind != "beanstalkd":
-        yield
-        return
-    stop = threading.Event()
-
-    def poke() -> None:
-        while not stop.wait(0.05):
-            reserver.using()
-
-    thread = threading.Thread(target=poke)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 @contextlib.contextmanager
@@ -702,7 +634,7 @@ def test_ttr_expiry_and_deadline_soon(any_server: Running) -> None:
             a.reserve(timeout=5)  # a ttr of 1 s is inside the 1 s safety margin at once
         with pytest.raises(greenstalk.DeadlineSoonError):
             a.reserve()
-        with nudging(any_server, a):
+        with nudging(any_server, a.using):
             again = b.reserve(timeout=5)  # b gets the job once a's ttr has run out
         assert (again.id, again.body) == (jid, "short ttr")
         stats = b.stats_job(jid)
@@ -728,7 +660,7 @@ def test_touch_extends_ttr(any_server: Running) -> None:
         a.touch(job)  # the deadline is a whole ttr away again
         after = a.stats_job(job)["time-left"]
         assert after == before + 1
-        with nudging(any_server, a), pytest.raises(greenstalk.TimedOutError):
+        with nudging(any_server, a.using), pytest.raises(greenstalk.TimedOutError):
             b.reserve(timeout=1)  # up to the original deadline: still a's job
         stats = b.stats_job(job)
         assert (stats["state"], stats["timeouts"], stats["reserves"]) == ("reserved", 0, 1)

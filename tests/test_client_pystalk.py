@@ -31,7 +31,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import attr
@@ -40,30 +40,19 @@ import pytest
 from pystalk.client import BeanstalkInsertingProxy, Job  # type: ignore[import-untyped]
 from pystalk.pool import NoMoreClients  # type: ignore[import-untyped]
 
+from client_common import COMMON_BINARY_BODIES, COMMON_UNICODE_BODIES, drain, nudging, wait_until
 from servers import Running, start
 
 DEFAULT_PRI = 65536  # pystalk's default priority
 DEFAULT_TTR = 120  # pystalk's default time to run
 
 UNICODE_BODIES = [
-    "",
-    "plain ascii",
-    "naïve café",
-    "日本語のテキスト",
-    "emoji 🐍🚀 and a flag 🇳🇱",
-    "nul\x00inside and zero\u200bwidth",
-    "line\r\nbreaks\r\nin the middle\r\n",
-    "RTL עברית and combining e\u0301",
+    *COMMON_UNICODE_BODIES,
     "INSERTED 99\r\n",  # a reply line as a body must stay a body
 ]
 
 BINARY_BODIES = [
-    b"",
-    bytes(range(256)),
-    b"\r\n" * 50,
-    b"\x00" * 1000,
-    b"\xff\xfe\xfd not utf-8 \x80\x81",
-    b"RESERVED 1 5\r\nhello\r\n",
+    *COMMON_BINARY_BODIES,
     random.Random(99).randbytes(5000),  # several of pystalk's 4096-byte reads
     random.Random(98).randbytes(65535),  # the default max job size
 ]
@@ -93,13 +82,6 @@ def client(any_server: Running) -> Iterator[pystalk.BeanstalkClient]:
 
 
 @pytest.fixture
-def small_server(server_kind: str) -> Iterator[Running]:
-    """A fresh server whose max job size is 100 bytes."""
-    with start(server_kind, "-z", "100", max_job_size=100) as running:
-        yield running
-
-
-@pytest.fixture
 def dead_address() -> Iterator[tuple[str, int]]:
     """An address that refuses connections: bound, never listening."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -118,51 +100,6 @@ def inserted(reply: tuple[bytes, int]) -> int:
 def raises_beanstalk(message: str) -> contextlib.AbstractContextManager[object]:
     """Expect a ``BeanstalkError`` whose message is exactly the server's reply word."""
     return pytest.raises(pystalk.BeanstalkError, match=f"^{message}$")
-
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    """Poll server state (not a fixed sleep) until ``predicate()`` is true."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
-def drain(running: Running) -> None:
-    """Put the server into drain mode (beanstalkd: SIGUSR1)."""
-    if running.pid is not None:
-        os.kill(running.pid, signal.SIGUSR1)
-    else:
-        running.server.drain()  # type: ignore[attr-defined]
-
-
-@contextlib.contextmanager
-def nudging(running: Running, reserver: pystalk.BeanstalkClient) -> Iterator[None]:
-    """Keep the reserving connection busy while the caller blocks, on beanstalkd only.
-
-    beanstalkd 1.12 checks a reserved job's deadline with ``deadline_at >= nanoseconds()``
-    on a microsecond clock; when its per-connection timer fires in the very microsecond of
-    the deadline the job is neither expired nor the timer re-armed, so the job stays
-    reserved (time-left negative) until that connection sends another command. Any command
-    re-arms it, so the reserver lists tubes every 50 ms. beanpole must expire jobs unaided.
-    """
-    if running.kind != "beanstalkd":
-        yield
-        return
-    stop = threading.Event()
-
-    def poke() -> None:
-        while not stop.wait(0.05):
-            reserver.list_tubes()
-
-    thread = threading.Thread(target=poke)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 # --------------------------------------------------------------------------- basics
@@ -612,7 +549,7 @@ def test_ttr_expiry_and_deadline_soon(any_server: Running) -> None:
         assert a.stats_job(job)["ttr"] == 1
         with raises_beanstalk("DEADLINE_SOON"):
             a.reserve_job(5)  # a ttr of 1 s is inside the 1 s safety margin at once
-        with nudging(any_server, a):
+        with nudging(any_server, a.list_tubes):
             again = b.reserve_job(5)  # b gets the job once a's ttr has run out
         assert again == Job(jid, b"short ttr")
         stats = b.stats_job(jid)

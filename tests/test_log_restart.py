@@ -99,6 +99,21 @@ def servers() -> Iterator[list[Running]]:
             running.stop()
 
 
+@contextlib.contextmanager
+def client_on(log_dir: Path, **config: object) -> Iterator[Client]:
+    """An embedded server on ``log_dir`` and a connection to it, both closed at the end."""
+    with beanpole.Server(
+        listen="127.0.0.1",
+        port=0,
+        binlog_dir=str(log_dir),
+        **config,  # type: ignore[arg-type]
+    ) as server:
+        address = server.address
+        assert isinstance(address, tuple)
+        with Client(address) as c:
+            yield c
+
+
 # -- filling a server and recording what it holds -------------------------------------------
 
 
@@ -504,11 +519,8 @@ def test_a_second_server_on_the_same_directory_refuses(tmp_path: Path) -> None:
         with Client(address) as c:
             assert c.put(b"still fine") == 1
     # Once the first has stopped the directory is free again.
-    with beanpole.Server(listen="127.0.0.1", port=0, binlog_dir=str(tmp_path)) as third:
-        address = third.address
-        assert isinstance(address, tuple)
-        with Client(address) as c:
-            assert c.peek(1) == b"still fine"
+    with client_on(tmp_path) as c:
+        assert c.peek(1) == b"still fine"
 
 
 def test_a_second_process_on_the_same_directory_refuses(tmp_path: Path) -> None:
@@ -560,27 +572,22 @@ def test_binlog_stats_with_a_log(tmp_path: Path) -> None:
     # After a restart the log goes on in a new segment; old jobs are in segments that
     # exist (compaction may have moved them on).
     segment_size = 1 << 20
-    with beanpole.Server(
-        listen="127.0.0.1", port=0, binlog_dir=str(tmp_path), segment_size=segment_size
-    ) as server:
-        address = server.address
-        assert isinstance(address, tuple)
-        with Client(address) as c:
-            stats = c.stats()
-            current = int(stats["binlog-current-index"])
-            assert current > first_current
-            assert 1 <= int(stats["binlog-oldest-index"]) <= current
-            assert stats["binlog-max-size"] == str(segment_size)
-            for job_id in ids[1:]:
-                job = c.stats_job(job_id)
-                assert job is not None
-                assert int(stats["binlog-oldest-index"]) <= int(job["file"]) <= current
-                on_disk = tmp_path / f"{int(job['file']):010d}.log"
-                assert on_disk.exists(), sorted(p.name for p in tmp_path.iterdir())
-            new = c.put(b"new")
-            job = c.stats_job(new)
+    with client_on(tmp_path, segment_size=segment_size) as c:
+        stats = c.stats()
+        current = int(stats["binlog-current-index"])
+        assert current > first_current
+        assert 1 <= int(stats["binlog-oldest-index"]) <= current
+        assert stats["binlog-max-size"] == str(segment_size)
+        for job_id in ids[1:]:
+            job = c.stats_job(job_id)
             assert job is not None
-            assert job["file"] == stats["binlog-current-index"]
+            assert int(stats["binlog-oldest-index"]) <= int(job["file"]) <= current
+            on_disk = tmp_path / f"{int(job['file']):010d}.log"
+            assert on_disk.exists(), sorted(p.name for p in tmp_path.iterdir())
+        new = c.put(b"new")
+        job = c.stats_job(new)
+        assert job is not None
+        assert job["file"] == stats["binlog-current-index"]
 
 
 def test_binlog_stats_without_a_log() -> None:
@@ -626,11 +633,8 @@ def record_offsets(segment: Path) -> list[int]:
 
 
 def fill_and_stop(log_dir: Path, count: int) -> dict[int, bytes]:
-    with beanpole.Server(listen="127.0.0.1", port=0, binlog_dir=str(log_dir)) as server:
-        address = server.address
-        assert isinstance(address, tuple)
-        with Client(address) as c:
-            return {c.put(b"job %d" % i, pri=i): b"job %d" % i for i in range(count)}
+    with client_on(log_dir) as c:
+        return {c.put(b"job %d" % i, pri=i): b"job %d" % i for i in range(count)}
 
 
 def test_corruption_in_the_middle_refuses_to_start_unless_skipped(tmp_path: Path) -> None:
@@ -648,16 +652,11 @@ def test_corruption_in_the_middle_refuses_to_start_unless_skipped(tmp_path: Path
     assert f"offset {offsets[4]}" in message
 
     # Told to skip it, the server starts without that job and keeps every other one.
-    with beanpole.Server(
-        listen="127.0.0.1", port=0, binlog_dir=str(tmp_path), skip_corrupt=True
-    ) as server:
-        address = server.address
-        assert isinstance(address, tuple)
-        with Client(address) as c:
-            assert c.peek(5) is None
-            for job_id, body in jobs.items():
-                if job_id != 5:
-                    assert c.peek(job_id) == body, job_id
+    with client_on(tmp_path, skip_corrupt=True) as c:
+        assert c.peek(5) is None
+        for job_id, body in jobs.items():
+            if job_id != 5:
+                assert c.peek(job_id) == body, job_id
 
 
 def test_a_torn_tail_before_the_spare_segment_is_cut(
@@ -676,13 +675,10 @@ def test_a_torn_tail_before_the_spare_segment_is_cut(
         f.seek(end)
         f.write(torn)
 
-    with beanpole.Server(listen="127.0.0.1", port=0, binlog_dir=str(tmp_path)) as server:
-        address = server.address
-        assert isinstance(address, tuple)
-        with Client(address) as c:
-            for job_id, body in jobs.items():
-                assert c.peek(job_id) == body
-            assert c.put(b"next") == max(jobs) + 1
+    with client_on(tmp_path) as c:
+        for job_id, body in jobs.items():
+            assert c.peek(job_id) == body
+        assert c.put(b"next") == max(jobs) + 1
     # Reported, not silently dropped.
     report = capfd.readouterr().err
     assert f"segment {int(segment.stem)}" in report
@@ -693,85 +689,48 @@ def test_a_torn_tail_before_the_spare_segment_is_cut(
 def test_a_segment_killed_while_being_preallocated_is_harmless(tmp_path: Path, size: int) -> None:
     # Enough live jobs that compaction keeps every segment in between.
     settings: dict[str, object] = {"segment_size": 4096, "max_job_size": 100}
-    with beanpole.Server(
-        listen="127.0.0.1",
-        port=0,
-        binlog_dir=str(tmp_path),
-        **settings,  # type: ignore[arg-type]
-    ) as server:
-        address = server.address
-        assert isinstance(address, tuple)
-        with Client(address) as c:
-            ids = [c.put(b"j" * 50) for _ in range(1000)]
+    with client_on(tmp_path, **settings) as c:
+        ids = [c.put(b"j" * 50) for _ in range(1000)]
     newest = segments(tmp_path)[-1]
     headerless = tmp_path / f"{int(newest.stem) + 1:010d}.log"
     with headerless.open("wb") as f:
         f.truncate(size)  # created (and maybe preallocated), header not yet written
 
     for start in range(3):
-        with beanpole.Server(
-            listen="127.0.0.1",
-            port=0,
-            binlog_dir=str(tmp_path),
-            **settings,  # type: ignore[arg-type]
-        ) as server:
-            address = server.address
-            assert isinstance(address, tuple)
-            with Client(address) as c:
-                assert c.peek(ids[0]) is not None, start
-                assert c.peek(ids[-1]) is not None, start
+        with client_on(tmp_path, **settings) as c:
+            assert c.peek(ids[0]) is not None, start
+            assert c.peek(ids[-1]) is not None, start
 
 
 def test_ids_are_not_reused_once_their_segments_are_compacted_away(tmp_path: Path) -> None:
     settings: dict[str, object] = {"segment_size": 4096, "max_job_size": 100}
-    with beanpole.Server(
-        listen="127.0.0.1",
-        port=0,
-        binlog_dir=str(tmp_path),
-        **settings,  # type: ignore[arg-type]
-    ) as server:
-        address = server.address
-        assert isinstance(address, tuple)
-        with Client(address) as c:
-            keeper = c.put(b"long-lived")
-            for _ in range(300):
-                c.delete(c.put(b"0123456789"))
-            highest = c.put(b"the highest id")
-            c.delete(highest)
-            where = int(c.stats()["binlog-current-index"])
-            # Work on the one live job until compaction has removed that segment.
-            while int(c.stats()["binlog-oldest-index"]) <= where:
-                assert c.reserve()[0] == keeper
-                c.release(keeper, 0, 0)
+    with client_on(tmp_path, **settings) as c:
+        keeper = c.put(b"long-lived")
+        for _ in range(300):
+            c.delete(c.put(b"0123456789"))
+        highest = c.put(b"the highest id")
+        c.delete(highest)
+        where = int(c.stats()["binlog-current-index"])
+        # Work on the one live job until compaction has removed that segment.
+        while int(c.stats()["binlog-oldest-index"]) <= where:
+            assert c.reserve()[0] == keeper
+            c.release(keeper, 0, 0)
     # The newest segment is the spare after the current one and holds no record; a
     # crash just before it was preallocated leaves the directory without it.
     spare = segments(tmp_path)[-1]
     assert len(record_offsets(spare)) == 1, "the newest segment is an empty spare"
     spare.unlink()
 
-    with beanpole.Server(
-        listen="127.0.0.1",
-        port=0,
-        binlog_dir=str(tmp_path),
-        **settings,  # type: ignore[arg-type]
-    ) as server:
-        address = server.address
-        assert isinstance(address, tuple)
-        with Client(address) as c:
-            assert c.peek(keeper) == b"long-lived"
-            assert c.put(b"new") == highest + 1
+    with client_on(tmp_path, **settings) as c:
+        assert c.peek(keeper) == b"long-lived"
+        assert c.put(b"new") == highest + 1
 
 
 # -- space in the log ---------------------------------------------------------------------------
 
 
 def test_jobs_of_the_maximum_size_fit_with_small_segments(tmp_path: Path) -> None:
-    with beanpole.Server(
-        listen="127.0.0.1", port=0, binlog_dir=str(tmp_path), segment_size=4096
-    ) as server:
-        address = server.address
-        assert isinstance(address, tuple)
-        with Client(address) as c:
-            body = b"m" * MAX_JOB_SIZE
-            replies = [c.cmd(f"put 0 0 60 {len(body)}", body) for _ in range(3)]
-            assert replies == [b"INSERTED 1", b"INSERTED 2", b"INSERTED 3"]
+    with client_on(tmp_path, segment_size=4096) as c:
+        body = b"m" * MAX_JOB_SIZE
+        replies = [c.cmd(f"put 0 0 60 {len(body)}", body) for _ in range(3)]
+        assert replies == [b"INSERTED 1", b"INSERTED 2", b"INSERTED 3"]
