@@ -137,23 +137,8 @@ fn half_close_while_waiting_gets_timed_out_then_eof() {
 #[test]
 fn a_client_that_never_reads_does_not_stall_others() {
     let (_server, addr) = start();
-    let mut c = Client::connect(addr);
-    let body = vec![b'x'; 60_000];
-    let mut put = format!("put 0 0 60 {}\r\n", body.len()).into_bytes();
-    put.extend_from_slice(&body);
-    put.extend_from_slice(b"\r\n");
-    assert_eq!(c.cmd(&put), "INSERTED 1\r\n");
-    // A greedy client asks for the big job over and over and never reads.
-    let greedy = TcpStream::connect(addr).expect("connect");
-    greedy
-        .set_write_timeout(Some(Duration::from_millis(500)))
-        .expect("timeout");
-    let mut w = &greedy;
-    for _ in 0..2000 {
-        if w.write_all(b"peek 1\r\n").is_err() {
-            break;
-        }
-    }
+    // A greedy client asks for a big job over and over and never reads.
+    let (_putter, _greedy) = greedy_client(addr);
     // Meanwhile everybody else is served.
     let mut other = Client::connect(addr);
     for _ in 0..100 {
@@ -233,22 +218,7 @@ fn stop_closes_connections_and_wait_returns() {
 fn stop_ends_a_connection_stuck_writing_to_a_client_that_never_reads() {
     for threads in [1, 2] {
         let (mut server, addr) = start_with(threads);
-        let mut c = Client::connect(addr);
-        let body = vec![b'x'; 60_000];
-        let mut put = format!("put 0 0 60 {}\r\n", body.len()).into_bytes();
-        put.extend_from_slice(&body);
-        put.extend_from_slice(b"\r\n");
-        assert_eq!(c.cmd(&put), "INSERTED 1\r\n");
-        let greedy = TcpStream::connect(addr).expect("connect");
-        greedy
-            .set_write_timeout(Some(Duration::from_millis(500)))
-            .expect("timeout");
-        let mut w = &greedy;
-        for _ in 0..2000 {
-            if w.write_all(b"peek 1\r\n").is_err() {
-                break;
-            }
-        }
+        let (mut c, _greedy) = greedy_client(addr);
         // That connection's task waits for the socket to take more output and never
         // looks at the stop signal: stop gives up on it after the timeout and the
         // runtime drops it.
@@ -256,4 +226,27 @@ fn stop_ends_a_connection_stuck_writing_to_a_client_that_never_reads() {
         assert!(server.wait(Some(Duration::ZERO)), "threads {threads}");
         assert_eq!(c.line(), "", "threads {threads}");
     }
+}
+
+/// Put a 60 KB job, then open a connection that asks for it over and over and
+/// never reads, until the server stops taking its commands (its output is full).
+/// Returns the connection that put the job and the greedy one.
+fn greedy_client(addr: std::net::SocketAddr) -> (Client, TcpStream) {
+    let mut c = Client::connect(addr);
+    let body = vec![b'x'; 60_000];
+    let mut put = format!("put 0 0 60 {}\r\n", body.len()).into_bytes();
+    put.extend_from_slice(&body);
+    put.extend_from_slice(b"\r\n");
+    assert_eq!(c.cmd(&put), "INSERTED 1\r\n");
+    let greedy = TcpStream::connect(addr).expect("connect");
+    greedy
+        .set_write_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let mut w = &greedy;
+    for _ in 0..2000 {
+        if w.write_all(b"peek 1\r\n").is_err() {
+            break;
+        }
+    }
+    (c, greedy)
 }

@@ -560,6 +560,14 @@ mod tests {
         }
     }
 
+    /// A pipe with `policy` whose segment 1 (of `size` bytes) is made in `dir`.
+    fn pipe_on(dir: &dyn LogDir, policy: FsyncPolicy, size: u64) -> LogPipe {
+        let pipe = LogPipe::new(policy, "test".into());
+        let file = dir.create(1, size).expect("segment");
+        pipe.lock_core().files.insert(1, Arc::from(file));
+        pipe
+    }
+
     fn temp_dir(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("beanpole-pipe-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -571,10 +579,7 @@ mod tests {
     fn queued_writes_are_written_by_the_caller() {
         let path = temp_dir("merge");
         let dir = FsDir::new(&path);
-        let pipe = LogPipe::new(FsyncPolicy::Every(Duration::from_secs(60)), "test".into());
-        pipe.lock_core()
-            .files
-            .insert(1, Arc::from(dir.create(1, 8192).expect("segment")));
+        let pipe = pipe_on(&dir, FsyncPolicy::Every(Duration::from_secs(60)), 8192);
         pipe.submit([write(1, 100, b"abc", 3)]);
         pipe.submit([write(1, 103, b"def", 6)]);
         // Not contiguous: a separate write; segment 2 does not exist yet.
@@ -600,10 +605,7 @@ mod tests {
     fn with_f0_the_caller_syncs_unless_an_fsync_is_running() {
         let path = temp_dir("f0");
         let dir = FsDir::new(&path);
-        let pipe = LogPipe::new(FsyncPolicy::Always, "test".into());
-        pipe.lock_core()
-            .files
-            .insert(1, Arc::from(dir.create(1, 8192).expect("segment")));
+        let pipe = pipe_on(&dir, FsyncPolicy::Always, 8192);
         pipe.submit([write(1, 64, b"job", 3)]);
         // Another fsync is running: its owner or the writer thread acknowledges.
         let turn = lock(&pipe.sync_turn);
@@ -620,10 +622,7 @@ mod tests {
     fn buffers_come_back_to_the_pool_once_their_records_are_synced() {
         let path = temp_dir("recycle");
         let dir = FsDir::new(&path);
-        let pipe = LogPipe::new(FsyncPolicy::Always, "test".into());
-        pipe.lock_core()
-            .files
-            .insert(1, Arc::from(dir.create(1, 1 << 16).expect("segment")));
+        let pipe = pipe_on(&dir, FsyncPolicy::Always, 1 << 16);
         let mut bytes = pipe.buffers.take(8192);
         bytes.extend_from_slice(&[7; 5000]);
         let capacity = bytes.capacity();
@@ -647,10 +646,7 @@ mod tests {
         let path = temp_dir("f0-fail");
         let faults = Arc::new(Faults::default());
         let dir = FaultyDir::new(&path, Arc::clone(&faults));
-        let pipe = LogPipe::new(FsyncPolicy::Always, "test".into());
-        pipe.lock_core()
-            .files
-            .insert(1, Arc::from(dir.create(1, 8192).expect("segment")));
+        let pipe = pipe_on(&dir, FsyncPolicy::Always, 8192);
         faults.fail_syncs.store(1, Ordering::SeqCst);
         pipe.submit([write(1, 64, b"job", 3)]);
         assert!(!pipe.write_through(3));
