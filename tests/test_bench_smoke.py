@@ -309,3 +309,30 @@ def test_main_report_keeps_the_log_section(tmp_path: Path, monkeypatch: pytest.M
     assert log_report.kept_block(text).count("## Write-ahead log\n\nx\n") == 1
     again = log_report.splice(text, ["## Write-ahead log", "", "y"])
     assert "\nx\n" not in again and "\ny\n" in again
+
+
+def test_ab_compares_variants_of_beanpole(bench: Path, tmp_path: Path) -> None:
+    """``bench/ab.py`` end to end with a tiny load: every variant runs in every round (one
+    with a log in a fresh directory, one without), each gets its median, the log
+    directories are removed, and a variant whose server cannot start fails the run."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    def ab(*variants: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, str(ROOT / "bench" / "ab.py"), "--rounds", "2"]
+        cmd += ["--load", "put --jobs 200 --connections 2", "--bench", str(bench)]
+        cmd += ["--tmp", str(logs)]
+        for v in variants:
+            cmd += ["--variant", v]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+    proc = ab("log=-b {dir} -f 0", "nolog=")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert sum(line.startswith("round ") for line in out) == 4
+    assert any(line.startswith("log: median ") for line in out), out
+    assert any(line.startswith("nolog: median ") and "x log" in line for line in out), out
+    assert list(logs.iterdir()) == []
+    bad = ab("ok=", "bad=--no-such-flag")
+    assert bad.returncode == 1
+    assert "bad: no good run" in bad.stdout

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""beanpole against beanpole: variants of the server under one load, alternating.
+
+For a question compare.py does not ask: is this flag, or this build, faster? Each
+round starts every variant once with a fresh log directory (order reversed every other
+round), runs ``beanpole-bench`` against it and prints puts/s; at the end the median of
+each variant and its ratio to the first. A variant is ``NAME=FLAGS`` (``{dir}`` in FLAGS
+becomes a fresh directory); ``--build NAME=DIR`` runs that variant's server from another
+copy of the Python package (a directory holding ``beanpole/``, with its own native
+module), for comparing builds of the code.
+
+    python3 bench/ab.py --rounds 4 --load "put --connections 10 --pipeline 1 --duration 3" \\
+        --variant "t1=-b {dir} -f 0" --variant "t2=-b {dir} -f 0 --threads 2"
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import compare as cmp
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=4, help="runs of every variant [4]")
+    p.add_argument("--load", required=True, help="beanpole-bench arguments, quoted")
+    p.add_argument("--variant", action="append", required=True, metavar="NAME=FLAGS")
+    p.add_argument("--build", action="append", default=[], metavar="NAME=DIR")
+    p.add_argument("--bench", type=Path, default=cmp.ROOT / "target/release/beanpole-bench")
+    p.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
+    return p.parse_args(argv)
+
+
+def run_once(
+    flags: str, build: str | None, load: list[str], bench: Path, tmp: Path
+) -> float | None:
+    """One server of this variant under the load; puts/s, or None if the run failed."""
+    log_dir = Path(tempfile.mkdtemp(prefix="beanpole-ab-", dir=tmp))
+    saved = os.environ.get("PYTHONPATH")
+    if build is not None:
+        os.environ["PYTHONPATH"] = build
+    try:
+        flag_list = shlex.split(flags.replace("{dir}", str(log_dir)))
+        try:
+            server = cmp.start_server(cmp.A, flag_list, 65536)
+        except RuntimeError as e:  # the server did not come up
+            print(f"  failed: {e}", file=sys.stderr)
+            return None
+        try:
+            code, result, err = cmp.run_bench(bench, load, server)
+        finally:
+            server.stop()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+        shutil.rmtree(log_dir, ignore_errors=True)
+    if code != 0 or result is None:
+        print(f"  failed: exit {code}: {err[-300:]}", file=sys.stderr)
+        return None
+    return float(result["ops_per_s"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    variants = [tuple(v.split("=", 1)) for v in args.variant]
+    builds = dict(tuple(b.split("=", 1)) for b in args.build)
+    load = shlex.split(args.load)
+    rates: dict[str, list[float]] = {name: [] for name, _ in variants}
+    for r in range(args.rounds):
+        for name, flags in variants if r % 2 == 0 else variants[::-1]:
+            rate = run_once(flags, builds.get(name), load, args.bench, args.tmp)
+            print(
+                f"round {r + 1} {name}: {'failed' if rate is None else f'{rate:,.0f}/s'}",
+                flush=True,
+            )
+            if rate is not None:
+                rates[name].append(rate)
+    first = statistics.median(rates[variants[0][0]]) if rates[variants[0][0]] else None
+    missing = False
+    for name, _ in variants:
+        if not rates[name]:
+            print(f"{name}: no good run")
+            missing = True
+            continue
+        med = statistics.median(rates[name])
+        ratio = f", {med / first:.2f}x {variants[0][0]}" if first else ""
+        print(f"{name}: median {med:,.0f}/s of {len(rates[name])} runs{ratio}")
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
