@@ -1,6 +1,6 @@
 """Test data and helpers shared by the third-party client tests (greenstalk, pystalk).
 
-Each client module adds its own bodies to these lists and keeps its own client fixtures.
+Each client's tests add their own bodies to these lists and keep their own client fixtures.
 """
 
 from __future__ import annotations
