@@ -25,7 +25,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import compare as cmp
+from launch import start_server
+from runner import run_bench
+from scenarios import ROOT, A
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -34,7 +36,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--load", required=True, help="beanpole-bench arguments, quoted")
     p.add_argument("--variant", action="append", required=True, metavar="NAME=FLAGS")
     p.add_argument("--build", action="append", default=[], metavar="NAME=DIR")
-    p.add_argument("--bench", type=Path, default=cmp.ROOT / "target/release/beanpole-bench")
+    p.add_argument("--bench", type=Path, default=ROOT / "target/release/beanpole-bench")
     p.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     return p.parse_args(argv)
 
@@ -50,12 +52,12 @@ def run_once(
     try:
         flag_list = shlex.split(flags.replace("{dir}", str(log_dir)))
         try:
-            server = cmp.start_server(cmp.A, flag_list, 65536)
+            server = start_server(A, flag_list, 65536)
         except RuntimeError as e:  # the server did not come up
             print(f"  failed: {e}", file=sys.stderr)
             return None
         try:
-            code, result, err = cmp.run_bench(bench, load, server)
+            code, result, err = run_bench(bench, load, server)
         finally:
             server.stop()
     finally:

@@ -2,9 +2,10 @@
 """Write-ahead log figures: beanpole against Debian's beanstalkd, both logging with ``-b``.
 
 Run as ``python bench/compare.py --suite log`` (or ``python bench/log_bench.py``). It shares
-compare.py's servers, load generator and summaries, alternates the servers run by run
-(A B A B …), gives every run a fresh log directory under /tmp, and writes the
-"Write-ahead log" section of ``bench/README.md`` between markers that the main suite keeps.
+the main suite's servers, load generator and summaries (launch.py, runner.py, summaries.py),
+alternates the servers run by run (A B A B …), gives every run a fresh log directory under
+/tmp, and writes the "Write-ahead log" section of ``bench/README.md`` between markers that
+the main suite keeps.
 
     python bench/compare.py --suite log            # 5 pairs, 1,000,000 jobs for the restart
     python bench/compare.py --suite log --quick    # 2 short pairs, 200,000 jobs
@@ -38,8 +39,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-import compare as cmp
-from compare import KINDS, Run, Server
+from compare import build_bench, progress, result_text
+from launch import Server, nofile_limit, start_server
+from main_report import sh
+from runner import Run, describe_problem, run_bench
+from scenarios import KINDS, ROOT
 
 CONNECTIONS = (1, 10, 100)
 BODY = "100"
@@ -148,7 +152,7 @@ def timed_start(kind: str, flags: Sequence[str], nofile: int) -> tuple[Server, f
     connection is queued at once and answered once its replay is over.
     """
     t0 = time.monotonic()
-    server = cmp.start_server(kind, flags, nofile)
+    server = start_server(kind, flags, nofile)
     t_up = time.monotonic() - t0
     try:
         stats(server.port)
@@ -181,11 +185,11 @@ def put_run(
     server without a log."""
     log_dir = None if fsync is None else fresh_dir(s, kind)
     try:
-        server = cmp.start_server(kind, log_flags(log_dir, fsync or ""), nofile)
+        server = start_server(kind, log_flags(log_dir, fsync or ""), nofile)
         try:
-            code, result, err = cmp.run_bench(bench, put_args(load, s), server)
+            code, result, err = run_bench(bench, put_args(load, s), server)
             ok = code == 0 and result is not None
-            problem = "" if ok else cmp.describe_problem(code, err, server)
+            problem = "" if ok else describe_problem(code, err, server)
         finally:
             server.stop()
     finally:
@@ -261,10 +265,10 @@ def fill(server: Server, s: Settings, bench: Path) -> tuple[float, int, list[str
     t0 = time.monotonic()
     for _ in range(FILL_RUNS):
         args = ["put", "--jobs", str(s.jobs - ready), *FILL]
-        code, result, err = cmp.run_bench(bench, args, server)
+        code, result, err = run_bench(bench, args, server)
         ready = int(stats(server.port).get("current-jobs-ready", -1))
         if code != 0 or result is None:
-            why = cmp.describe_problem(code, err, server)
+            why = describe_problem(code, err, server)
             notes.append(f"the fill stopped at {ready:,} ready jobs and was resumed: {why}")
         if ready >= s.jobs or ready < 0:
             break
@@ -344,7 +348,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--tmp", type=Path, default=Path("/tmp"), help="where log directories go")
     p.add_argument("--bench", type=Path, help="the beanpole-bench binary [built with cargo]")
     p.add_argument("--no-build", action="store_true", help="do not run cargo build")
-    p.add_argument("--readme", type=Path, default=cmp.ROOT / "bench" / "README.md")
+    p.add_argument("--readme", type=Path, default=ROOT / "bench" / "README.md")
     p.add_argument("--raw", type=Path, help="also write every run's result as JSON lines")
     p.add_argument(
         "--from-raw",
@@ -370,12 +374,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         tmp=args.tmp,
     )
     keys = [k for k in KEYS if args.only is None or k in args.only]
-    nofile = cmp.nofile_limit()
+    nofile = nofile_limit()
     if args.from_raw:
-        bench = args.bench or cmp.ROOT / "target" / "release" / "beanpole-bench"
+        bench = args.bench or ROOT / "target" / "release" / "beanpole-bench"
         runs, meta = read_raw(args.from_raw)
     else:
-        bench = args.bench if args.bench is not None else cmp.build_bench(args.no_build)
+        bench = args.bench if args.bench is not None else build_bench(args.no_build)
         if not bench.exists():
             sys.exit(f"log_bench: {bench} does not exist")
         runs, meta = measure(keys, s, bench, nofile, args.raw)
@@ -422,7 +426,7 @@ def measure(
 ) -> tuple[list[Run], Meta]:
     """Every run of the plan, in order; each is also written to ``raw_path`` as it ends."""
     started = time.monotonic()
-    commit = cmp.sh(["git", "-C", str(cmp.ROOT), "describe", "--always", "--dirty"])
+    commit = sh(["git", "-C", str(ROOT), "describe", "--always", "--dirty"])
     meta = Meta(time.strftime("%Y-%m-%d %H:%M %Z"), commit, fsync_ms=[fsync_probe(s.tmp)])
     runs: list[Run] = []
     steps = plan(keys, s, bench, nofile)
@@ -474,8 +478,8 @@ def report(run: Run, n: int, total: int) -> None:
             f"disk {e.get('disk_stopped', float('nan')) / 1e6:,.1f} MB"
         )
     else:
-        text = cmp.result_text(run, "puts/s")
-    cmp.progress(run, n, total, text)
+        text = result_text(run, "puts/s")
+    progress(run, n, total, text)
 
 
 if __name__ == "__main__":

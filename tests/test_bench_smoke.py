@@ -298,11 +298,11 @@ def test_log_suite_smoke(bench: Path, tmp_path: Path) -> None:
 def test_main_report_keeps_the_log_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """compare.py rewrites the README from scratch but keeps the log suite's section."""
     monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    compare = importlib.import_module("compare")
+    report = importlib.import_module("main_report")
     log_report = importlib.import_module("log_report")
     readme = tmp_path / "README.md"
     readme.write_text(log_report.splice("# old main report\n", ["## Write-ahead log", "", "x"]))
-    compare.write_report(readme, None, [], [], "quick", 1, tmp_path / "beanpole-bench", 1.0, 1024)
+    report.write_report(readme, None, [], [], "quick", 1, tmp_path / "beanpole-bench", 1.0, 1024)
     text = readme.read_text()
     assert "# old main report" not in text
     assert text.startswith("# beanpole against beanstalkd")
