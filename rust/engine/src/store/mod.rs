@@ -340,7 +340,8 @@ impl Store {
         job.state = JobState::Buried;
         job.deadline = seq;
         let tube = job.tube;
-        self.jobs.counters_mut(slot).buries += 1;
+        let c = self.jobs.counters_mut(slot);
+        c.buries = c.buries.wrapping_add(1);
         self.tubes.get_mut(tube).buried.insert(seq, slot);
         self.counts.buried += 1;
         self.journal_bury(slot);
@@ -355,7 +356,7 @@ impl Store {
         job.pos = at_pos;
         let (id, tube, deadline, body) = (job.id, job.tube, job.deadline, job.body.to_bytes());
         let counters = self.jobs.counters_mut(slot);
-        counters.reserves += 1;
+        counters.reserves = counters.reserves.wrapping_add(1);
         counters.reserver = conn;
         if let Some(c) = self.conn_mut(conn) {
             c.reserved.push(slot);

@@ -288,7 +288,8 @@ impl Store {
         if let Some(job) = self.jobs.get_mut(slot) {
             job.pri = pri;
             job.delay = delay;
-            self.jobs.counters_mut(slot).releases += 1;
+            let c = self.jobs.counters_mut(slot);
+            c.releases = c.releases.wrapping_add(1);
         }
         self.journal_release(slot, now);
         if delay > 0 {
@@ -409,7 +410,8 @@ impl Store {
         self.detach(slot);
         if let Some(job) = self.jobs.get(slot) {
             let id = job.id;
-            self.jobs.counters_mut(slot).kicks += 1;
+            let c = self.jobs.counters_mut(slot);
+            c.kicks = c.kicks.wrapping_add(1);
             self.journal(crate::wal::format::Record::Kick { id });
         }
         self.make_ready(slot, now);

@@ -46,7 +46,8 @@ impl Store {
         }
         self.detach(slot);
         if self.jobs.get(slot).is_some() {
-            self.jobs.counters_mut(slot).timeouts += 1;
+            let c = self.jobs.counters_mut(slot);
+            c.timeouts = c.timeouts.wrapping_add(1);
             self.journal(crate::wal::format::Record::Timeout { id });
         }
         self.counts.job_timeouts += 1;

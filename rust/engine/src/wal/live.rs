@@ -116,7 +116,7 @@ impl LiveJobs {
         let job = &mut self.jobs[at as usize].fields;
         match *change {
             Record::Reserve { .. } => {
-                job.reserves += 1;
+                job.reserves = job.reserves.wrapping_add(1);
                 job.state = StoredState::Reserved;
             }
             Record::Release {
@@ -125,7 +125,7 @@ impl LiveJobs {
                 ready_at,
                 ..
             } => {
-                job.releases += 1;
+                job.releases = job.releases.wrapping_add(1);
                 job.pri = pri;
                 job.delay = delay;
                 job.ready_at = ready_at;
@@ -136,18 +136,18 @@ impl LiveJobs {
                 };
             }
             Record::Bury { pri, bury_seq, .. } => {
-                job.buries += 1;
+                job.buries = job.buries.wrapping_add(1);
                 job.pri = pri;
                 job.bury_seq = bury_seq;
                 job.state = StoredState::Buried;
                 self.max_bury_seq = self.max_bury_seq.max(bury_seq);
             }
             Record::Kick { .. } => {
-                job.kicks += 1;
+                job.kicks = job.kicks.wrapping_add(1);
                 job.state = StoredState::Ready;
             }
             Record::Timeout { .. } => {
-                job.timeouts += 1;
+                job.timeouts = job.timeouts.wrapping_add(1);
                 job.state = StoredState::Ready;
             }
             Record::Job(_) | Record::Delete { .. } | Record::NextId { .. } => {}
@@ -228,7 +228,7 @@ mod tests {
                     };
                     match *change {
                         Record::Reserve { .. } => {
-                            job.reserves += 1;
+                            job.reserves = job.reserves.wrapping_add(1);
                             job.state = StoredState::Reserved;
                         }
                         Record::Release {
@@ -237,7 +237,7 @@ mod tests {
                             ready_at,
                             ..
                         } => {
-                            job.releases += 1;
+                            job.releases = job.releases.wrapping_add(1);
                             (job.pri, job.delay, job.ready_at) = (pri, delay, ready_at);
                             job.state = if delay > 0 {
                                 StoredState::Delayed
@@ -246,17 +246,17 @@ mod tests {
                             };
                         }
                         Record::Bury { pri, bury_seq, .. } => {
-                            job.buries += 1;
+                            job.buries = job.buries.wrapping_add(1);
                             (job.pri, job.bury_seq) = (pri, bury_seq);
                             job.state = StoredState::Buried;
                             self.max_bury_seq = self.max_bury_seq.max(bury_seq);
                         }
                         Record::Kick { .. } => {
-                            job.kicks += 1;
+                            job.kicks = job.kicks.wrapping_add(1);
                             job.state = StoredState::Ready;
                         }
                         Record::Timeout { .. } => {
-                            job.timeouts += 1;
+                            job.timeouts = job.timeouts.wrapping_add(1);
                             job.state = StoredState::Ready;
                         }
                         _ => {}
@@ -312,6 +312,50 @@ mod tests {
             1 => (0..99u64).prop_map(|next_id| Record::NextId { next_id }),
         ];
         (r, proptest::bool::weighted(0.1))
+    }
+
+    /// Counters read from a log can hold any value; the changes after a snapshot
+    /// wrap them around as the server's own counting does (in release builds),
+    /// rather than overflowing.
+    #[test]
+    fn counters_at_their_largest_wrap_around() {
+        let Record::Job(mut job) = snapshot(1, 0, 5, 0, 0) else {
+            unreachable!()
+        };
+        let f = &mut job.fields;
+        (f.reserves, f.timeouts, f.releases, f.buries, f.kicks) =
+            (u32::MAX, u32::MAX, u32::MAX, u32::MAX, u32::MAX);
+        let mut live = LiveJobs::default();
+        let mut buf = Vec::new();
+        for record in [
+            Record::Job(job),
+            Record::Reserve { id: 1 },
+            Record::Timeout { id: 1 },
+            Record::Release {
+                id: 1,
+                pri: 1,
+                delay: 0,
+                ready_at: 0,
+            },
+            Record::Bury {
+                id: 1,
+                pri: 1,
+                bury_seq: 1,
+            },
+            Record::Kick { id: 1 },
+        ] {
+            buf.clear();
+            record.encode(&mut buf);
+            let (decoded, _) = RecordRef::decode(&buf).ok().flatten().expect("a record");
+            live.apply(decoded, 1);
+        }
+        let (jobs, _) = live.finish();
+        let f = jobs[0].fields;
+        assert_eq!(
+            (f.reserves, f.timeouts, f.releases, f.buries, f.kicks),
+            (0, 0, 0, 0, 0)
+        );
+        assert_eq!(f.state, StoredState::Ready);
     }
 
     proptest! {
