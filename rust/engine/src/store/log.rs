@@ -109,12 +109,16 @@ impl StoreLog {
 
     /// Wall-clock ns for a store time.
     pub fn wall(&self, mono: u64) -> i64 {
-        self.wall_base + (mono as i64 - self.mono_base as i64)
+        let since = i64::try_from(mono).unwrap_or(i64::MAX) - self.mono_base as i64;
+        self.wall_base.saturating_add(since)
     }
 
-    /// Store time for a wall-clock ns (may lie before the server started).
+    /// Store time for a wall-clock ns (may lie before the server started). The
+    /// times come from the log, so any value is possible: one too far back is the
+    /// store's time 0, one too far ahead its largest.
     pub fn mono(&self, wall: i64) -> u64 {
-        (self.mono_base as i64 + (wall - self.wall_base)).max(0) as u64
+        let since = wall.saturating_sub(self.wall_base);
+        (self.mono_base as i64).saturating_add(since).max(0) as u64
     }
 
     pub fn current(&self) -> u64 {
