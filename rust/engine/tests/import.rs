@@ -1073,6 +1073,33 @@ fn corruption_in_the_middle_is_an_error_with_its_offset() {
     assert!(matches!(one(data), Err(ImportError::Corrupt { .. })));
 }
 
+/// beanstalkd counts ids up from 1, so an id of 2^63 or more is damage; beanpole's
+/// log cannot hold it, and `import` once overflowed computing the id after it.
+#[test]
+fn a_job_id_out_of_range_is_corruption_where_it_is() {
+    let first = full7("default", &Rec::new(1), b"body");
+    for id in [u64::MAX, 1 << 63] {
+        let data = file(
+            7,
+            &[first.clone(), full7("default", &Rec::new(id), b"b")],
+            4096,
+        );
+        match one(data) {
+            Err(ImportError::Corrupt { offset, reason, .. }) => {
+                assert_eq!(offset as usize, 4 + first.len() + 4 + 7);
+                assert!(reason.contains("out of range"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let data = file(
+        7,
+        &[first, full7("default", &Rec::new((1 << 63) - 1), b"b")],
+        4096,
+    );
+    assert_eq!(one(data).expect("the largest id").max_id, (1 << 63) - 1);
+}
+
 #[test]
 fn torn_records_are_cut_with_a_warning_in_any_file() {
     // The two shapes a killed beanstalkd leaves, followed by zeros. beanstalkd keeps

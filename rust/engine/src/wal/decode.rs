@@ -3,7 +3,8 @@
 //! keeps it in. [`Record::decode`] is this followed by a copy.
 
 use super::format::{
-    checksum, DecodeError, JobFields, JobRecord, Record, StoredState, FRAME_LEN, MAX_RECORD,
+    checksum, DecodeError, JobFields, JobRecord, Record, StoredState, FRAME_LEN, ID_LIMIT,
+    MAX_RECORD,
 };
 
 /// A job snapshot decoded in place: its tube and body borrow the record's bytes.
@@ -125,6 +126,14 @@ impl RecordRef<'_> {
         };
         if !r.0.is_empty() {
             return Err(DecodeError::Payload);
+        }
+        match record {
+            RecordRef::Change(Record::NextId { next_id }) if next_id > ID_LIMIT => {
+                return Err(DecodeError::Id(next_id))
+            }
+            RecordRef::Change(Record::NextId { .. }) => {}
+            _ if record.id() >= ID_LIMIT => return Err(DecodeError::Id(record.id())),
+            _ => {}
         }
         Ok(Some((record, total)))
     }

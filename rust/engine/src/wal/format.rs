@@ -52,6 +52,11 @@ pub const FRAME_LEN: usize = 8;
 pub const MAX_RECORD: usize = (1 << 30) + 4096;
 /// Size on disk of a delete record (space for it is reserved for every live job).
 pub const DELETE_RECORD_LEN: usize = FRAME_LEN + 1 + 8;
+/// Job ids in a log are below this, and id floors (`next_id`) at most this. Ids
+/// start at 1 and go up by one per put, so only damage makes a larger one; a
+/// record or header that holds one is unreadable, so no reader's arithmetic on
+/// ids can overflow and the server can never run out of ids.
+pub const ID_LIMIT: u64 = 1 << 63;
 
 /// A job's state as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,6 +154,8 @@ pub enum DecodeError {
     Kind(u8),
     #[error("malformed record payload")]
     Payload,
+    #[error("id {0} is out of range (ids are below {ID_LIMIT})")]
+    Id(u64),
 }
 
 impl Header {
@@ -176,11 +183,15 @@ impl Header {
             return Err(DecodeError::Version(version));
         }
         let _header_len = r.u32()?;
-        Ok(Header {
+        let header = Header {
             seq: r.u64()?,
             next_id: r.u64()?,
             created: r.i64()?,
-        })
+        };
+        if header.next_id > ID_LIMIT {
+            return Err(DecodeError::Id(header.next_id));
+        }
+        Ok(header)
     }
 }
 
@@ -419,8 +430,8 @@ mod tests {
             },
             Record::Kick { id: 9 },
             Record::Timeout { id: 10 },
-            Record::Delete { id: u64::MAX },
-            Record::NextId { next_id: 77 },
+            Record::Delete { id: ID_LIMIT - 1 },
+            Record::NextId { next_id: ID_LIMIT },
         ];
         let mut buf = Vec::new();
         for r in &records {
@@ -563,6 +574,45 @@ mod tests {
                 "cut at {cut}"
             );
         }
+    }
+
+    #[test]
+    fn ids_and_floors_past_the_limit_are_unreadable() {
+        for (record, bad) in [
+            (Record::Delete { id: ID_LIMIT }, Some(ID_LIMIT)),
+            (Record::Reserve { id: u64::MAX }, Some(u64::MAX)),
+            (
+                Record::NextId {
+                    next_id: ID_LIMIT + 1,
+                },
+                Some(ID_LIMIT + 1),
+            ),
+            (Record::NextId { next_id: ID_LIMIT }, None),
+            (Record::Kick { id: ID_LIMIT - 1 }, None),
+        ] {
+            let mut buf = Vec::new();
+            record.encode(&mut buf);
+            match bad {
+                Some(id) => assert_eq!(Record::decode(&buf), Err(DecodeError::Id(id))),
+                None => assert_eq!(Record::decode(&buf), Ok(Some((record, buf.len())))),
+            }
+        }
+        let mut j = job();
+        j.fields.id = u64::MAX;
+        let mut buf = Vec::new();
+        Record::Job(j).encode(&mut buf);
+        assert_eq!(Record::decode(&buf), Err(DecodeError::Id(u64::MAX)));
+        let h = Header {
+            seq: 1,
+            next_id: ID_LIMIT,
+            created: 0,
+        };
+        assert_eq!(Header::decode(&h.encode()), Ok(h));
+        let h = Header {
+            next_id: u64::MAX,
+            ..h
+        };
+        assert_eq!(Header::decode(&h.encode()), Err(DecodeError::Id(u64::MAX)));
     }
 
     #[test]

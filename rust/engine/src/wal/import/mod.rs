@@ -89,6 +89,10 @@
 //!   that is the order they then come out in.
 //! * Reserved jobs are reported as reserved; the caller decides (beanstalkd makes
 //!   them ready).
+//! * A job id of 2^63 or more is an error like any other struct that does not read
+//!   (beanstalkd would take it): ids count up from 1, so only damage makes one, and
+//!   a beanpole log holds only smaller ids
+//!   ([`ID_LIMIT`](crate::wal::format::ID_LIMIT)).
 //! * An incomplete record at the end of a file's data is cut with a warning: one whose
 //!   unwritten parts are zeros to the end of the file (in any file, since the file
 //!   being written is often not the newest, and a restart leaves it behind too), and,

@@ -3,6 +3,7 @@
 //! check of a tube name.
 
 use super::ImportedState;
+use crate::wal::format::ID_LIMIT;
 
 /// Longest tube name beanstalkd accepts.
 pub(super) const MAX_TUBE_NAME: usize = 200;
@@ -102,6 +103,13 @@ pub(super) fn decode_job(b: &[u8], layout: Layout) -> Result<RawJob, String> {
     let id = u64_at(b, 0);
     if id == 0 {
         return Err("job id 0".into());
+    }
+    if id >= ID_LIMIT {
+        // beanstalkd counts ids up from 1: only damage makes one this large, and
+        // a beanpole log cannot hold it.
+        return Err(format!(
+            "job id {id} is out of range (ids are below {ID_LIMIT})"
+        ));
     }
     let state = match b.get(76).copied().unwrap_or(0) {
         0 => None,
