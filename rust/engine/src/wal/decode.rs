@@ -3,8 +3,9 @@
 //! keeps it in. [`Record::decode`] is this followed by a copy.
 
 use super::format::{
-    checksum, DecodeError, JobFields, JobRecord, Record, StoredState, FRAME_LEN, ID_LIMIT,
-    MAX_RECORD,
+    checksum, job_record_len, DecodeError, JobFields, JobRecord, Record, StoredState,
+    BURY_RECORD_LEN, DELETE_RECORD_LEN, FRAME_LEN, ID_LIMIT, JOB_FIXED_LEN, MAX_RECORD,
+    RELEASE_RECORD_LEN,
 };
 
 /// A job snapshot decoded in place: its tube and body borrow the record's bytes.
@@ -139,6 +140,46 @@ impl RecordRef<'_> {
     }
 }
 
+impl RecordRef<'_> {
+    /// Whether `bytes` start with something shaped like a whole record: a length
+    /// that is not 0 and fits, a known kind, and exactly the length that kind
+    /// needs (for a job, the length its tube and body lengths add up to). Only a
+    /// few fixed places are read and no checksum is computed, so a scan for the
+    /// next record after damage computes checksums only where a record could
+    /// start. Every record [`RecordRef::decode`] accepts has this shape.
+    pub fn has_shape(bytes: &[u8]) -> bool {
+        let Some(&[a, b, c, d]) = bytes.get(..4) else {
+            return false;
+        };
+        let len = u32::from_le_bytes([a, b, c, d]) as usize;
+        if len == 0 || len > MAX_RECORD {
+            return false;
+        }
+        let Some(record) = bytes.get(..FRAME_LEN + len) else {
+            return false;
+        };
+        let total = record.len();
+        match record[FRAME_LEN] {
+            2 | 5..=8 => total == DELETE_RECORD_LEN,
+            3 => total == RELEASE_RECORD_LEN,
+            4 => total == BURY_RECORD_LEN,
+            1 => {
+                let Some(&[t0, t1]) = record.get(JOB_FIXED_LEN - 2..JOB_FIXED_LEN) else {
+                    return false;
+                };
+                let tube = usize::from(u16::from_le_bytes([t0, t1]));
+                let at = JOB_FIXED_LEN + tube;
+                let Some(&[b0, b1, b2, b3]) = record.get(at..at + 4) else {
+                    return false;
+                };
+                let body = u32::from_le_bytes([b0, b1, b2, b3]) as usize;
+                total.checked_sub(job_record_len(tube, 0)) == Some(body)
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Reads little-endian fields off the front of a slice.
 pub(super) struct Reader<'a>(pub(super) &'a [u8]);
 
@@ -170,5 +211,92 @@ impl<'a> Reader<'a> {
     }
     pub(super) fn i64(&mut self) -> Result<i64, DecodeError> {
         Ok(self.u64()? as i64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::wal::format::{JobFields, StoredState};
+
+    fn job(tube: &[u8], body: &[u8]) -> Record {
+        Record::Job(JobRecord {
+            fields: JobFields {
+                id: 3,
+                pri: 1,
+                delay: 0,
+                ttr: 1,
+                state: StoredState::Ready,
+                created: 0,
+                ready_at: 0,
+                bury_seq: 0,
+                reserves: 0,
+                timeouts: 0,
+                releases: 0,
+                buries: 0,
+                kicks: 0,
+            },
+            tube: tube.to_vec(),
+            body: body.to_vec(),
+        })
+    }
+
+    #[test]
+    fn every_kind_of_record_has_the_shape_and_a_cut_one_not() {
+        let records = [
+            job(b"", b""),
+            job(b"tube", &[0u8; 300]),
+            Record::Reserve { id: 1 },
+            Record::Release {
+                id: 1,
+                pri: 2,
+                delay: 3,
+                ready_at: 4,
+            },
+            Record::Bury {
+                id: 1,
+                pri: 2,
+                bury_seq: 3,
+            },
+            Record::Kick { id: 1 },
+            Record::Timeout { id: 1 },
+            Record::Delete { id: 1 },
+            Record::NextId { next_id: 1 },
+        ];
+        for r in &records {
+            let mut buf = Vec::new();
+            let n = r.encode(&mut buf);
+            assert!(RecordRef::has_shape(&buf), "{r:?}");
+            assert!(!RecordRef::has_shape(&buf[..n - 1]), "{r:?} cut");
+            buf[FRAME_LEN] = 9;
+            assert!(!RecordRef::has_shape(&buf), "{r:?} with kind 9");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn whatever_decodes_has_the_shape(
+            kind in 1..10u8,
+            len in 0..120u32,
+            tail in proptest::collection::vec(any::<u8>(), 0..140),
+            seal in any::<bool>(),
+        ) {
+            // Frames with a chosen length and kind, sealed or not, so that some
+            // decode and most do not.
+            let mut bytes = len.to_le_bytes().to_vec();
+            bytes.extend([0; 4]);
+            bytes.push(kind);
+            bytes.extend(&tail);
+            let end = (FRAME_LEN + len as usize).min(bytes.len());
+            if seal {
+                let crc = checksum(&bytes[..4], &bytes[FRAME_LEN..end]);
+                bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+            }
+            if let Ok(Some(_)) = RecordRef::decode(&bytes) {
+                prop_assert!(RecordRef::has_shape(&bytes));
+            }
+        }
     }
 }

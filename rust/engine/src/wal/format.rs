@@ -297,10 +297,10 @@ impl Record {
 
 /// Bytes of a job record before its tube: the frame, the kind, the fixed-size
 /// fields and the tube's length.
-const JOB_FIXED_LEN: usize = FRAME_LEN + 1 + 8 + 4 * 3 + 1 + 8 * 3 + 4 * 5 + 2;
+pub(super) const JOB_FIXED_LEN: usize = FRAME_LEN + 1 + 8 + 4 * 3 + 1 + 8 * 3 + 4 * 5 + 2;
 /// Size on disk of a release record, the largest record other than a job.
 pub const RELEASE_RECORD_LEN: usize = FRAME_LEN + 1 + 8 + 4 + 4 + 8;
-const BURY_RECORD_LEN: usize = FRAME_LEN + 1 + 8 + 4 + 8;
+pub(super) const BURY_RECORD_LEN: usize = FRAME_LEN + 1 + 8 + 4 + 8;
 
 /// Length on disk of a job snapshot for this tube and body length.
 pub fn job_record_len(tube_len: usize, body_len: usize) -> usize {

@@ -141,6 +141,7 @@ pub fn replay(
         let mut at = HEADER_LEN;
         let mut cut = None;
         let mut skipped = false;
+        let mut budget = scan_budget(bytes.len());
         while at < bytes.len() {
             match RecordRef::decode(&bytes[at..]) {
                 Ok(Some((record, n))) => {
@@ -157,8 +158,8 @@ pub fn replay(
                     let reason = RecordRef::decode(&bytes[at..])
                         .err()
                         .unwrap_or(DecodeError::Length(0));
-                    match next_valid(&bytes, at + 1) {
-                        None if last || no_records(dir, &seqs[i + 1..]).map_err(io)? => {
+                    match next_valid(&bytes, at + 1, &mut budget) {
+                        Next::None if last || no_records(dir, &seqs[i + 1..]).map_err(io)? => {
                             // A torn tail: the last write did not complete. Cut it.
                             // (Only preallocated spares may follow the segment.)
                             out.warnings.push(format!(
@@ -170,6 +171,7 @@ pub fn replay(
                         }
                         // Unreadable with readable records after it, or in a
                         // segment that is not the newest: corruption in the middle.
+                        // So is a scan that gave up: readable records may follow.
                         next => {
                             if !skip_corrupt {
                                 return Err(RecoverError::Corrupt {
@@ -181,13 +183,18 @@ pub fn replay(
                             }
                             skipped = true;
                             match next {
-                                None => {
+                                Next::None | Next::GaveUp => {
+                                    let why = if matches!(next, Next::GaveUp) {
+                                        "; the search for a readable record after it gave up"
+                                    } else {
+                                        ""
+                                    };
                                     out.warnings.push(format!(
-                                        "segment {seq}: corrupt from offset {at} to its end ({reason}); skipped"
+                                        "segment {seq}: corrupt from offset {at} to its end ({reason}{why}); skipped"
                                     ));
                                     break;
                                 }
-                                Some(next) => {
+                                Next::At(next) => {
                                     out.warnings.push(format!(
                                         "segment {seq}: corrupt bytes {at}..{next} ({reason}); skipped"
                                     ));
@@ -253,16 +260,94 @@ pub(super) fn all_zero(bytes: &[u8]) -> bool {
         .all(|block| block.iter().fold(0u8, |acc, &b| acc | b) == 0)
 }
 
-/// The offset of the next decodable record at or after `from`, if any.
-fn next_valid(bytes: &[u8], from: usize) -> Option<usize> {
-    (from..bytes.len().saturating_sub(9)).find(|&i| {
-        bytes[i..i + 4] != [0, 0, 0, 0] && matches!(RecordRef::decode(&bytes[i..]), Ok(Some(_)))
-    })
+/// What the search for a readable record after an unreadable one found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// A record that decodes starts here.
+    At(usize),
+    /// None up to the end of the segment.
+    None,
+    /// The segment's checksum budget ran out first, so there may be one.
+    GaveUp,
+}
+
+/// Bytes the searches in one segment may checksum: four times the segment and a
+/// MiB. Without a limit, damage followed by data that looks like the starts of
+/// long records (a binary job body, say) would cost a checksum over up to the
+/// rest of the segment at every offset: hours for a large segment.
+fn scan_budget(segment_len: usize) -> usize {
+    segment_len.saturating_mul(4).saturating_add(1 << 20)
+}
+
+/// Where the next decodable record at or after `from` starts. Only offsets where
+/// a record has the shape of one are checksummed, and those checksums are paid
+/// from `budget`.
+fn next_valid(bytes: &[u8], from: usize, budget: &mut usize) -> Next {
+    for i in from..bytes.len().saturating_sub(9) {
+        let rest = &bytes[i..];
+        if rest[..4] == [0, 0, 0, 0] || !RecordRef::has_shape(rest) {
+            continue;
+        }
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let Some(left) = budget.checked_sub(len) else {
+            return Next::GaveUp;
+        };
+        *budget = left;
+        if matches!(RecordRef::decode(rest), Ok(Some(_))) {
+            return Next::At(i);
+        }
+    }
+    Next::None
 }
 
 #[cfg(test)]
 mod tests {
-    use super::all_zero;
+    use super::{all_zero, next_valid, scan_budget, Next};
+    use crate::wal::format::{job_record_len, FRAME_LEN};
+
+    /// Bytes that look like the start of a job record claiming everything up to
+    /// `end` (tube empty, body to the end), with a wrong checksum.
+    fn fake_job(bytes: &mut [u8], at: usize, end: usize) {
+        let total = end - at;
+        let body = total - job_record_len(0, 0);
+        bytes[at..at + 4].copy_from_slice(&((total - FRAME_LEN) as u32).to_le_bytes());
+        bytes[at + 4..at + 8].copy_from_slice(&[1, 2, 3, 4]);
+        bytes[at + FRAME_LEN] = 1;
+        let body_at = job_record_len(0, 0) - 4;
+        bytes[at + body_at..at + body_at + 4].copy_from_slice(&(body as u32).to_le_bytes());
+    }
+
+    #[test]
+    fn the_search_after_damage_checksums_only_record_shapes_and_within_a_budget() {
+        // Binary data full of small little-endian numbers: plenty of offsets
+        // whose first four bytes are a length that fits, none shaped like a
+        // record. Nothing is checksummed.
+        let data: Vec<u8> = (0..1 << 20).map(|i| [0x10, 0, 0x08, 0][i % 4]).collect();
+        let mut budget = scan_budget(data.len());
+        assert_eq!(next_valid(&data, 1, &mut budget), Next::None);
+        assert_eq!(budget, scan_budget(data.len()));
+
+        // A fake job every 100 bytes, each claiming the rest of the segment:
+        // checksumming them all would cost 50 times the segment. The search
+        // gives up once it has spent its budget, so damage followed by this is
+        // not taken for a torn tail.
+        let len = 1 << 20;
+        let mut fakes = vec![0u8; len];
+        for at in (0..len - 200).step_by(100) {
+            fake_job(&mut fakes, at, len);
+        }
+        let mut budget = scan_budget(len);
+        assert_eq!(next_valid(&fakes, 1, &mut budget), Next::GaveUp);
+        assert!(budget < len, "{budget} left");
+        // A real record among them is still found while the budget lasts.
+        let mut one = vec![0u8; len];
+        fake_job(&mut one, 50, len);
+        let mut rec = Vec::new();
+        crate::wal::format::Record::Delete { id: 5 }.encode(&mut rec);
+        one[5000..5000 + rec.len()].copy_from_slice(&rec);
+        let mut budget = scan_budget(len);
+        assert_eq!(next_valid(&one, 1, &mut budget), Next::At(5000));
+    }
 
     #[test]
     fn all_zero_sees_one_set_bit_anywhere() {
