@@ -6,7 +6,7 @@
 
 mod wal_util;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use beanpole_engine::wal::format::{Header, JobFields, JobRecord, Record, StoredState, HEADER_LEN};
 use beanpole_engine::wal::fs::{segment_name, FsDir};
@@ -69,7 +69,8 @@ fn segment(records: &[Record], size: usize) -> Vec<u8> {
 /// little-endian numbers: many offsets in it read as a length that fits in the
 /// segment) leaves a torn tail. Finding that nothing readable follows it used to
 /// checksum up to the rest of the segment at every such offset: minutes for one
-/// 128 KiB body in a debug build, hours for larger ones.
+/// 128 KiB body in a debug build, hours for larger ones. (How much the search may
+/// checksum is pinned in recover.rs's unit tests; this is the end-to-end case.)
 #[test]
 fn a_torn_binary_body_is_cut_without_a_checksum_at_every_offset() {
     let body: Vec<u8> = (0..128 * 1024).map(|i| [0x10, 0, 0x08, 0][i % 4]).collect();
@@ -81,10 +82,7 @@ fn a_torn_binary_body_is_cut_without_a_checksum_at_every_offset() {
     let dir = tmp.sub("log");
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::write(dir.join(segment_name(1)), &bytes).expect("write");
-    let started = Instant::now();
     let rec = recover(&FsDir::new(&dir), false).expect("a torn tail is cut");
-    let took = started.elapsed();
-    assert!(took < Duration::from_secs(5), "recovery took {took:?}");
     assert_eq!(
         rec.jobs.iter().map(|j| j.fields.id).collect::<Vec<_>>(),
         [1]
