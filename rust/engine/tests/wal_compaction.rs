@@ -296,9 +296,10 @@ fn a_segment_is_removed_only_once_what_was_moved_out_of_it_is_durable() {
         std::fs::create_dir_all(&dir_path).expect("mkdir");
         let cuts = Arc::new(Mutex::new(Vec::new()));
         let removes = Arc::new(AtomicU64::new(0));
+        let unsynced = Arc::new(AtomicU64::new(0));
         let dir = Arc::new(PowerCutDir {
             inner: FsDir::new(&dir_path),
-            unsynced: Arc::new(AtomicU64::new(0)),
+            unsynced: Arc::clone(&unsynced),
             cuts: Arc::clone(&cuts),
             cut_root: tmp.path().to_owned(),
             removes: Arc::clone(&removes),
@@ -307,8 +308,12 @@ fn a_segment_is_removed_only_once_what_was_moved_out_of_it_is_durable() {
         let mut server = CustomServer::start(&config, dir);
         let mut c = Client::connect(server.addr);
         let keep = c.put(1, 0, 60, b"keep me");
-        // Synced by now under either policy.
-        std::thread::sleep(Duration::from_millis(300));
+        // Wait for the fsync that covers it (at once with -f 0, on the timer with -f 50).
+        assert!(
+            eventually(Duration::from_secs(5), || unsynced.load(Ordering::SeqCst)
+                == 0),
+            "{policy:?}: the first put was never synced"
+        );
         // Several clients, so that batches queue up behind each other.
         let churners: Vec<_> = (0..4)
             .map(|_| {
