@@ -12,8 +12,11 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// The most capacity kept for use again, in all.
 pub const POOL_BYTES: usize = 8 << 20;
-/// Smaller buffers are not worth keeping: the allocator serves them well.
-const MIN_KEPT: usize = 4096;
+/// The most buffers kept. Small ones are kept too: with one connection's put per
+/// batch, each batch is a buffer of a few hundred bytes, allocated on a runtime
+/// thread and, once synced, freed on the writer thread, which costs the allocator
+/// more than the pool's lock does.
+pub const POOL_BUFFERS: usize = 8192;
 
 #[derive(Debug, Default)]
 pub struct BufferPool {
@@ -51,7 +54,7 @@ impl BufferPool {
             let mut free = self.lock();
             for mut buf in bufs {
                 let cap = buf.capacity();
-                if cap < MIN_KEPT || free.bytes + cap > POOL_BYTES {
+                if cap == 0 || free.bufs.len() >= POOL_BUFFERS || free.bytes + cap > POOL_BYTES {
                     rejected.push(buf);
                     continue;
                 }
@@ -84,8 +87,12 @@ mod tests {
         let mut a = Vec::with_capacity(64 << 10);
         a.extend_from_slice(b"records");
         let a_ptr = a.as_ptr();
-        pool.give([a, Vec::with_capacity(100)]);
-        assert_eq!(pool.kept_bytes(), 64 << 10, "the small one is not kept");
+        pool.give([Vec::new(), a]);
+        assert_eq!(
+            pool.kept_bytes(),
+            64 << 10,
+            "an unallocated one is not kept"
+        );
         let b = pool.take(1000);
         assert_eq!(b.as_ptr(), a_ptr, "the same allocation");
         assert!(b.is_empty());
@@ -97,5 +104,23 @@ mod tests {
         pool.give((0..20).map(|_| Vec::with_capacity(1 << 20)));
         assert!(pool.kept_bytes() <= POOL_BYTES);
         assert!(pool.kept_bytes() >= POOL_BYTES - (1 << 20));
+    }
+
+    #[test]
+    fn small_buffers_are_kept_up_to_a_count() {
+        let pool = BufferPool::default();
+        let small: Vec<Vec<u8>> = (0..POOL_BUFFERS + 10)
+            .map(|_| Vec::with_capacity(200))
+            .collect();
+        let kept_ptrs: std::collections::HashSet<*const u8> =
+            small[..POOL_BUFFERS].iter().map(|b| b.as_ptr()).collect();
+        let kept_bytes: usize = small[..POOL_BUFFERS].iter().map(Vec::capacity).sum();
+        pool.give(small);
+        assert_eq!(pool.kept_bytes(), kept_bytes);
+        for _ in 0..POOL_BUFFERS {
+            let b = pool.take(150);
+            assert!(kept_ptrs.contains(&b.as_ptr()), "a kept buffer comes back");
+        }
+        assert_eq!(pool.kept_bytes(), 0);
     }
 }
