@@ -436,13 +436,21 @@ impl Store {
         let Some(tube) = self.tubes.find(name) else {
             return false;
         };
-        let seq = self.next_seq();
-        // A zero delay still pauses for an instant, so waiters are woken by the timer.
-        let length = (u64::from(delay) * SECOND).max(1);
-        let until = now + length;
         let t = self.tubes.get_mut(tube);
-        t.pause = Some(Pause { length, until, seq });
         t.pause_ct += 1;
+        if delay == 0 {
+            // beanstalkd pauses for 1 ns, and its timers run before it reads the next
+            // command from any client: the pause is over before anything else happens.
+            // End it now, and give the tube's ready jobs to its waiters.
+            t.pause = None;
+            self.serve_tube(tube, now);
+            self.compact_timers();
+            return true;
+        }
+        let seq = self.next_seq();
+        let length = u64::from(delay) * SECOND;
+        let until = now + length;
+        self.tubes.get_mut(tube).pause = Some(Pause { length, until, seq });
         self.timers.push(until, Timer::Unpause(tube, seq));
         self.compact_timers();
         true

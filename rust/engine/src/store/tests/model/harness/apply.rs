@@ -291,10 +291,12 @@ impl Harness {
                 let exists = self.tubes.contains_key(name);
                 assert_eq!(self.st.pause_tube(name.as_bytes(), delay, now), exists);
                 if exists {
-                    let length = (u64::from(delay) * S).max(1);
+                    let length = u64::from(delay) * S;
                     let tube = self.tubes.get_mut(name).unwrap();
-                    tube.pause = Some((length, now + length));
+                    tube.pause = (delay > 0).then_some((length, now + length));
                     tube.pause_ct += 1;
+                    // A zero delay ends any pause at once: the tube's waiters are served.
+                    self.drain(Expect::AnyJob);
                 }
             }
             Step::Reconnect { c } => {
