@@ -6,7 +6,8 @@
 //! CRLF and answered BAD_FORMAT; a put's body is the announced number of bytes plus
 //! CRLF; an oversized body is read and discarded before JOB_TOO_BIG. A connection
 //! blocked in reserve processes nothing more until it is answered, but keeps reading
-//! (up to a bound) so it notices when the client hangs up.
+//! (up to a bound, and past it watches the socket without reading) so it notices
+//! when the client hangs up.
 
 use std::io;
 use std::sync::Arc;
@@ -171,7 +172,8 @@ impl Conn {
                         self.abandon_wait(shared);
                         continue;
                     }
-                    // Keep reading (up to a bound) to notice a hang-up.
+                    // Keep reading (up to a bound) to notice a hang-up; beyond the
+                    // bound, watch for the hang-up without reading.
                     let want = WAIT_READ_LIMIT.saturating_sub(self.input.len());
                     let target = if want > 0 {
                         Target::Input {
@@ -179,12 +181,14 @@ impl Conn {
                             want,
                         }
                     } else {
-                        Target::Nothing
+                        Target::HangUp
                     };
                     match input::wait(sock, signal, target).await? {
                         Woken::Signal if shared.stopping() => return Ok(()),
                         Woken::Signal => self.collect_delivery(shared),
                         Woken::Read { eof } => self.eof |= eof,
+                        // The input before the hang-up is read and applied afterwards.
+                        Woken::HangUp => self.abandon_wait(shared),
                     }
                 }
                 Flow::More => {
@@ -198,7 +202,7 @@ impl Conn {
                     match input::wait(sock, signal, self.read_target()).await? {
                         Woken::Signal if shared.stopping() => return Ok(()),
                         // A wakeup left from an earlier reserve: nothing to do.
-                        Woken::Signal => {}
+                        Woken::Signal | Woken::HangUp => {}
                         Woken::Read { eof } => self.eof |= eof,
                     }
                 }

@@ -9,11 +9,12 @@
 
 use std::future::{poll_fn, Future};
 use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::pin;
-use std::task::Poll;
+use std::task::{ready, Context, Poll};
 
 use bytes::{BufMut, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, Interest};
 
 use super::signal::ConnSignal;
 use super::spare;
@@ -29,11 +30,63 @@ const MIN_ROOM: usize = READ_CHUNK / 2;
 /// Reads go through `AsyncRead` because tokio then treats a short read as "drained"
 /// and waits for the next readiness event instead of trying another read that
 /// would only say `WouldBlock`: one read system call per request, not two.
-pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// Ready once the client has shut down its sending side, found out without
+    /// reading the input it sent before (beanstalkd learns it from EPOLLRDHUP while
+    /// that input is still queued behind a waiting reserve).
+    fn poll_hang_up(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+}
 
-impl Socket for tokio::net::TcpStream {}
+macro_rules! socket_impl {
+    ($stream:ty) => {
+        impl Socket for $stream {
+            fn poll_hang_up(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                loop {
+                    ready!(self.poll_read_ready(cx))?;
+                    if peer_shut_down(self.as_raw_fd())? {
+                        return Poll::Ready(Ok(()));
+                    }
+                    // Readable only because input is queued: forget that readiness,
+                    // so that the next poll waits for the next event (more input, or
+                    // the hang-up). Look again afterwards: a hang-up that came just
+                    // before the readiness was forgotten raises no new event.
+                    let _ = self.try_io(Interest::READABLE, || {
+                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                    });
+                    if peer_shut_down(self.as_raw_fd())? {
+                        return Poll::Ready(Ok(()));
+                    }
+                }
+            }
+        }
+    };
+}
 
-impl Socket for tokio::net::UnixStream {}
+socket_impl!(tokio::net::TcpStream);
+socket_impl!(tokio::net::UnixStream);
+
+/// Whether the peer of `fd` has shut down its sending side (or the connection is
+/// gone), whatever input is still unread.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn peer_shut_down(fd: RawFd) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd for the duration of the call; a zero timeout
+    // makes the call return at once.
+    if unsafe { libc::poll(&mut p, 1, 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0)
+}
+
+/// Without POLLRDHUP a hang-up is only seen once the input before it is read.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn peer_shut_down(_fd: RawFd) -> io::Result<bool> {
+    Ok(false)
+}
 
 /// Where a read goes.
 #[derive(Debug)]
@@ -44,8 +97,8 @@ pub enum Target<'a> {
     Input { buf: &'a mut BytesMut, want: usize },
     /// A buffer of its own (a large put body), up to its capacity.
     Own(&'a mut BytesMut),
-    /// Read nothing; wait for the signal only.
-    Nothing,
+    /// Read nothing; wait for the signal or the client's hang-up.
+    HangUp,
 }
 
 /// What ended a wait.
@@ -55,6 +108,8 @@ pub enum Woken {
     Signal,
     /// Something was read, or the client closed its side (`eof`).
     Read { eof: bool },
+    /// The client closed its side; input it sent before may still be unread.
+    HangUp,
 }
 
 /// Wait until the signal is raised or the socket has input, and read it into `target`.
@@ -71,7 +126,7 @@ pub fn wait<'a, S: Socket>(
             return Poll::Ready(Ok(Woken::Signal));
         }
         let polled = match &mut target {
-            Target::Nothing => return Poll::Pending,
+            Target::HangUp => return sock.poll_hang_up(cx).map_ok(|()| Woken::HangUp),
             Target::Own(buf) => {
                 let want = buf.capacity() - buf.len();
                 pin!(read_some(sock, buf, want)).poll(cx)
@@ -145,6 +200,31 @@ mod tests {
         .await;
         assert!(pending);
         assert_eq!(buf.capacity(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_hang_up_is_seen_with_input_still_unread() {
+        let (mut a, mut b) = tokio::net::UnixStream::pair().expect("pair");
+        b.write_all(b"queued input").await.expect("write");
+        let signal = ConnSignal::default();
+        // Input alone is no hang-up.
+        let pending = poll_fn(|cx| {
+            let w = pin!(wait(&mut a, &signal, Target::HangUp));
+            Poll::Ready(w.poll(cx).is_pending())
+        })
+        .await;
+        assert!(pending);
+        b.shutdown().await.expect("shutdown");
+        let limit = std::time::Duration::from_secs(5);
+        let woken = tokio::time::timeout(limit, wait(&mut a, &signal, Target::HangUp)).await;
+        assert_eq!(
+            woken.expect("no hang-up seen").expect("wait"),
+            Woken::HangUp
+        );
+        // What came before the hang-up is still there to read.
+        let mut buf = Vec::new();
+        a.read_to_end(&mut buf).await.expect("read");
+        assert_eq!(buf, b"queued input");
     }
 
     #[tokio::test]
