@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from client_common import drain
-from diffgen import DEFAULT_MAX_JOB_SIZE, Case, Step, generate, valid
+from diffgen import DEFAULT_MAX_JOB_SIZE, Case, Step, allowed, generate, valid
 from diffmodel import ConnModel, Outcome
 from diffwire import EOF, Conn, Event, escape, normalise
 from servers import Running, start
@@ -99,6 +99,7 @@ class Run:
     def __init__(self, case: Case, version: str, oracle: Running, subject: Running) -> None:
         self.case = case
         self.limit = DEFAULT_MAX_JOB_SIZE if case.max_job_size is None else case.max_job_size
+        self.loose = case.loose_timeouts
         self.quote = version == "1.12"
         self.servers = (oracle, subject)
         self.oracle = Side(oracle.address)
@@ -134,10 +135,14 @@ class Run:
         # Nothing goes to a connection that may be waiting in reserve (see
         # diffgen.allowed), except a hang-up.
         waiting = len(o.events) < before and not step.hangup
-        if o.eof or o.hung_up or waiting:
+        model = self.models.setdefault(step.conn, ConnModel(self.limit))
+        # The generator kept to diffgen.allowed for the steps it made, but skipped steps
+        # change what a connection was sent: check again against what it was.
+        final = step.note == "probe"
+        kept = step.hangup or allowed(step.conn, step.data, self.models, self.loose, final)
+        if o.eof or o.hung_up or waiting or not kept:
             self.skipped += 1
             return False
-        model = self.models.setdefault(step.conn, ConnModel(self.limit))
         if step.hangup:
             model.closed = True
             outcome = Outcome(1, True, True)
