@@ -12,7 +12,7 @@ CRLF; lone CR and LF; NUL bytes.
 Nothing generated depends on the wall clock: delays, pauses and reserve timeouts are
 0 or at least an hour; a TTR is either at least a minute or 0/1, whose safety margin
 starts at once (the runner retries such a case if it ran too long to prove anything).
-``allowed`` lists what else is kept out, and why.
+``diffrules.allowed`` lists what else is kept out, and why.
 
 Every case comes from its seed alone.
 """
@@ -24,7 +24,8 @@ import dataclasses
 import random
 from collections.abc import Callable
 
-from diffmodel import U32_MAX, ConnModel, agreeable, classify, versions_agree
+from diffmodel import U32_MAX, ConnModel
+from diffrules import allowed
 
 U64_MAX = (1 << 64) - 1
 PROBE = b"list-tube-used\r\n"  # the last step on every open connection
@@ -171,6 +172,9 @@ class Generator:
         self.max_job_size = self.rng.choice([None, None, None, 0, 10, 10, 300, 300, 300])
         self.limit = DEFAULT_MAX_JOB_SIZE if self.max_job_size is None else self.max_job_size
         self.short_ttr = self.rng.random() < 0.3
+        # Each case leans its own way: more or less mess, some commands more often.
+        self.mess = self.rng.choice([0.15, 0.3, 0.5])  # steps that are not one command
+        self.bias = [self.rng.choice([0.3, 1, 1, 3]) for _ in range(16)]
         self.models: dict[int, ConnModel] = {}
         self.ids = 0  # job ids handed out so far, as far as the model knows
         self.conn = 0  # the connection a step is being made for
@@ -381,7 +385,7 @@ class Generator:
         ]
         if conn == 0:
             makers.append((4, self.reserve_wait))
-        weights = [w for w, _ in makers]
+        weights = [w * bias for (w, _), bias in zip(makers, self.bias, strict=False)]
         make = self.rng.choices([m for _, m in makers], weights)[0]
         data = make()
         if not data.endswith(b"\n"):
@@ -418,13 +422,13 @@ class Generator:
         return self.rng.choice(live + live[:1])
 
     def payload(self, conn: int) -> tuple[bytes, str]:
-        r = self.rng.random()
-        if r < 0.7:
+        r = self.rng.random() / self.mess
+        if r >= 1:
             return self.command(conn), "command"
-        if r < 0.82:
+        if r < 0.4:
             n = self.rng.randint(2, 6)
             return b"".join(self.command(conn) for _ in range(n)), "burst"
-        if r < 0.92:
+        if r < 0.75:
             return self.mutate(self.command(conn)), "garbled"
         data = self.command(conn)
         cut = self.rng.randint(0, len(data))
@@ -477,38 +481,6 @@ class Generator:
         return Case(
             self.seed, self.max_job_size, tuple(self.steps), self.short_ttr, self.loose_timeouts
         )
-
-
-def allowed(
-    conn: int, data: bytes, models: dict[int, ConnModel], loose_timeouts: bool, final: bool = False
-) -> bool:
-    """Whether ``data`` may be sent on ``conn`` now (``final``: as the last bytes of the
-    case, after which nothing can be queued). The rules keep out what would make the
-    two servers differ for reasons that are not beanpole's to fix:
-
-    * only connection 0 may wait in reserve, and only with nothing sent after the
-      reserve: commands queued behind it would run, once a job comes, at the same time
-      as the commands of the connection that gave the job, in either order;
-    * with a 1.12 oracle, no reserve-with-timeout argument that 1.12 and 1.13 read
-      differently (``loose_timeouts`` off);
-    * no peek or stats-job while another connection is in the middle of a put body:
-      beanstalkd shows that unfinished job (its body padded with whatever its memory
-      held, state "invalid"); beanpole does not (README, differences).
-    """
-    model = copy.deepcopy(models[conn])
-    framed = len(model.lines)
-    outcome = model.feed(data)
-    lines = model.lines[framed:]
-    if outcome.uncertain and not final:
-        waits = [line for line in lines if classify(line, model.max_job_size).kind == "wait"]
-        if conn != 0 or waits != lines[-1:] or not model.at_boundary():
-            return False
-    if not loose_timeouts:
-        partial = bytes(model.buf) if model.mode == "command" else b""
-        if not (all(map(versions_agree, lines)) and agreeable(partial)):
-            return False
-    body_pending = any(m.mode == "body" for c, m in models.items() if c != conn)
-    return not (body_pending and any(line.startswith((b"peek ", b"stats-job ")) for line in lines))
 
 
 def valid(case: Case) -> bool:

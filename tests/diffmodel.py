@@ -17,13 +17,9 @@ waiting for quiet on that connection.
 from __future__ import annotations
 
 import dataclasses
-import re
 
 MAX_LINE = 224
 U32_MAX = (1 << 32) - 1
-INT_MAX = (1 << 31) - 1
-LONG_MAX = (1 << 63) - 1
-TIMEOUT_DIGITS = re.compile(rb" *([0-9]+)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,24 +90,6 @@ def timeout_is_zero(rest: bytes) -> bool:
     """True when both 1.12 (strtol) and 1.13 (read_u32) read ``rest`` as 0."""
     parsed = read_u32(rest)
     return parsed is not None and parsed[0] == 0
-
-
-def versions_agree(line: bytes) -> bool:
-    """False for a reserve-with-timeout whose argument beanstalkd 1.12 (strtol into an
-    int) and 1.13 (read_u32, at most 2^31-1) read differently: a sign, a tab, no
-    digits, or a value between 2^31 and 2^63."""
-    if not line.startswith(b"reserve-with-timeout ") or b"\0" in line:
-        return True
-    m = TIMEOUT_DIGITS.match(line, 21)
-    return m is not None and not INT_MAX < int(m.group(1)) <= LONG_MAX
-
-
-def agreeable(partial: bytes) -> bool:
-    """False for the start of a line that can no longer end as a reserve-with-timeout
-    both versions read alike (see ``versions_agree``)."""
-    if not partial.startswith(b"reserve-with-timeout ") or b"\0" in partial:
-        return True
-    return re.fullmatch(rb" *[0-9]*", partial[21:]) is not None
 
 
 def classify(line: bytes, max_job_size: int) -> Line:

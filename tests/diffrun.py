@@ -28,8 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from client_common import drain
-from diffgen import DEFAULT_MAX_JOB_SIZE, Case, Step, allowed, generate, valid
+from diffgen import DEFAULT_MAX_JOB_SIZE, Case, Step, generate, valid
 from diffmodel import ConnModel, Outcome
+from diffrules import allowed
 from diffwire import EOF, Conn, Event, escape, normalise
 from servers import Running, start
 
@@ -133,10 +134,10 @@ class Run:
         before = self.expected.get(step.conn, 0)
         in_sync = len(o.events) == before
         # Nothing goes to a connection that may be waiting in reserve (see
-        # diffgen.allowed), except a hang-up.
+        # diffrules.allowed), except a hang-up.
         waiting = len(o.events) < before and not step.hangup
         model = self.models.setdefault(step.conn, ConnModel(self.limit))
-        # The generator kept to diffgen.allowed for the steps it made, but skipped steps
+        # The generator kept to diffrules.allowed for the steps it made; skipped steps
         # change what a connection was sent: check again against what it was.
         final = step.note == "probe"
         kept = step.hangup or allowed(step.conn, step.data, self.models, self.loose, final)
