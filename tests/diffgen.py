@@ -421,41 +421,50 @@ class Generator:
             return -1
         return self.rng.choice(live + live[:1])
 
-    def payload(self, conn: int) -> tuple[bytes, str]:
+    def payload(self, conn: int) -> tuple[list[bytes], str]:
+        """What one connection sends next, in one or more sends."""
         r = self.rng.random() / self.mess
         if r >= 1:
-            return self.command(conn), "command"
-        if r < 0.4:
+            return [self.command(conn)], "command"
+        if r < 0.3:
             n = self.rng.randint(2, 6)
-            return b"".join(self.command(conn) for _ in range(n)), "burst"
-        if r < 0.75:
-            return self.mutate(self.command(conn)), "garbled"
+            return [b"".join(self.command(conn) for _ in range(n))], "burst"
+        if r < 0.4:
+            # The same command many times over: with a large job, peeks fill megabytes.
+            return [self.command(conn) * self.rng.randint(5, 40)], "repeated"
+        if r < 0.7:
+            return [self.mutate(self.command(conn))], "garbled"
         data = self.command(conn)
-        cut = self.rng.randint(0, len(data))
-        return data[:cut], "part"
+        if r < 0.85:
+            # Only the start: whatever comes next on the connection continues the line.
+            return [data[: self.rng.randint(0, len(data))]], "part"
+        cuts = sorted(self.rng.randint(0, len(data)) for _ in range(self.rng.randint(1, 4)))
+        return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)], "pieces"
 
     def add_step(self) -> bool:
         conn = self.pick_conn()
         if conn < 0:
             return False
-        model = self.models[conn]
         if self.chance(0.02):
-            model.closed = True
+            self.models[conn].closed = True
             self.steps.append(Step(conn, b"", hangup=True, note="hang-up"))
             return True
         if self.chance(0.003):
             self.steps.append(Step(conn, b"", drain=True, note="drain mode"))
             return True
         for _ in range(20):
-            data, note = self.payload(conn)
-            trial = copy.deepcopy(model)
-            outcome = trial.feed(data)
-            if not allowed(conn, data, self.models, self.loose_timeouts):
-                continue
-            self.models[conn] = trial
-            self.ids += outcome.puts
-            self.steps.append(Step(conn, data, note=note))
-            return True
+            sends, note = self.payload(conn)
+            models = {**self.models, conn: copy.deepcopy(self.models[conn])}
+            puts = 0
+            for data in sends:
+                if not allowed(conn, data, models, self.loose_timeouts):
+                    break
+                puts += models[conn].feed(data).puts
+            else:
+                self.models = models
+                self.ids += puts
+                self.steps.extend(Step(conn, data, note=note) for data in sends)
+                return True
         return True
 
     def complete_timeouts(self) -> None:

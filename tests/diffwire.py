@@ -158,7 +158,7 @@ def normalise(event: Event, quote_names: bool) -> Norm:
     if not event.whole or data == EOF or not data.startswith(b"OK "):
         return Norm((b"whole" if event.whole else b"partial", data))
     head, _, body = data.partition(b"\r\n")
-    if int(head[3:]) != len(body) - 2 or not body.endswith(b"\r\n"):
+    if not head[3:].isdigit() or int(head[3:]) != len(body) - 2 or not body.endswith(b"\r\n"):
         return Norm((b"bad length", data))
     lines = body[:-2].split(b"\n")
     server_stats = len(lines) > 1 and lines[1].startswith(b"current-jobs-urgent:")
