@@ -15,12 +15,13 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import beanpole
 
 TIMEOUT = 10.0  # seconds; an upper bound for anything that should take milliseconds
-LISTENING = re.compile(r"^beanpole \S+ listening on (\S+):(\d+)$")
+LISTENING = re.compile(r"^beanpole \S+ listening on (\S+):(\d+)(?:[;\s]|$)")
 
 
 class ProtocolError(AssertionError):
@@ -184,16 +185,22 @@ class Client:
 class Child:
     """``python -m beanpole serve ARGS`` in a child process; stderr is read line by line."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(
+        self, *args: str, path: Sequence[str] = (), stdout: int = subprocess.DEVNULL
+    ) -> None:
+        """``path``: more directories for the child's PYTHONPATH (e.g. a hook module's);
+        ``stdout``: where the child's stdout goes (``subprocess.PIPE`` to read it)."""
         package_root = str(Path(beanpole.__file__).resolve().parent.parent)
         env = {k: v for k, v in os.environ.items() if not k.startswith("BEANPOLE_")}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [package_root, env.get("PYTHONPATH")] if p)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in [package_root, *path, env.get("PYTHONPATH")] if p
+        )
         self.args = args
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "beanpole", "serve", *args],
             env=env,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdout=stdout,
             stderr=subprocess.PIPE,
             text=True,
         )

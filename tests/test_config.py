@@ -55,6 +55,9 @@ def test_defaults() -> None:
     assert config.no_fsync is False
     assert config.segment_size == 10485760
     assert config.skip_corrupt is False
+    assert config.hooks == ()
+    assert config.hook_queue == 65536
+    assert config.log_format == "text"
 
 
 def test_fields_are_exactly_the_documented_settings() -> None:
@@ -70,6 +73,9 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "no_fsync",
         "segment_size",
         "skip_corrupt",
+        "hooks",
+        "hook_queue",
+        "log_format",
     ]
 
 

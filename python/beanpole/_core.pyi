@@ -4,6 +4,8 @@ import os
 from typing import Any, final
 
 __all__ = [
+    "EVENT_KINDS",
+    "EventStream",
     "ServerHandle",
     "__version__",
     "binlog_compact",
@@ -13,6 +15,7 @@ __all__ = [
 ]
 
 __version__: str
+EVENT_KINDS: list[str]
 
 _StatValue = int | float | str | bool
 
@@ -66,10 +69,48 @@ class ServerHandle:
     def wait(self, timeout: float | None = None) -> bool:
         """Block (without the GIL) until the server stops; True if it has stopped."""
 
+    def begin_stop(self) -> None:
+        """Begin stopping at once (stop accepting, tell connections to finish)."""
+
+    def wait_signal(
+        self,
+        fd: int,
+        timeout: float | None = None,
+        stop_signals: list[int] = ...,
+        drain_signals: list[int] = ...,
+    ) -> tuple[bool, list[int]]:
+        """Block (without the GIL) until ``fd`` is readable, the server has finished or
+        ``timeout`` passes; act on the signal numbers read from ``fd`` (drain, or begin
+        the stop) and return (finished, signal numbers)."""
+
+    def subscribe_events(self, capacity: int) -> EventStream:
+        """Start the event queue of ``capacity`` events and return its receiving end."""
+
+    def set_event_kinds(self, kinds: list[str]) -> None:
+        """Produce events of exactly these kinds from now on (ValueError if unknown)."""
+
+    def set_log_messages(self, on: bool) -> None:
+        """Send the engine's log lines through the event queue instead of stderr."""
+
+    @property
+    def events_dropped(self) -> int: ...
     def stats(self) -> dict[str, _StatValue]:
         """The values of the ``stats`` command, keyed as on the wire; with a log also
         ``log-failing`` (writes or fsyncs failing now) and ``log-errors`` (seen so far)."""
 
+
+_EventTuple = tuple[str, int | None, str | None, int | None, float, str | None]
+
+@final
+class EventStream:
+    """The receiving end of a server's event queue."""
+
+    def next_batch(
+        self, max: int = 1024, timeout: float | None = None
+    ) -> list[_EventTuple] | None:
+        """Up to ``max`` events as (kind, job_id, tube, priority, at, detail); an empty
+        list if none came within ``timeout``; None once the server stopped and all were
+        taken."""
 
 _Path = str | os.PathLike[str]
 

@@ -13,6 +13,7 @@ user, a log directory that is locked, corrupt or holds beanstalkd binlog files).
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import warnings
@@ -22,11 +23,15 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from beanpole import logs
 from beanpole.binlog import binlog
-from beanpole.config import CONFIG_FILE_ENV, Config, ConfigError, env_var, help_text
+from beanpole.config import CONFIG_FILE_ENV, LOG_FORMATS, Config, ConfigError, env_var, help_text
+from beanpole.hooks import HookError, load_hook
 from beanpole.server import Server, ServerError
 
 __all__ = ["cli", "main"]
+
+_LOG = logging.getLogger(logs.LOGGER)
 
 _CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 _DEFAULTS = Config()
@@ -44,6 +49,9 @@ _SETTINGS = (
     "no_fsync",
     "segment_size",
     "skip_corrupt",
+    "hooks",
+    "hook_queue",
+    "log_format",
 )
 
 
@@ -153,6 +161,11 @@ mode (every put is then answered DRAINING).
 @click.option("-F", "--no-fsync", is_flag=True, help=_help("no_fsync"))
 @click.option("-s", "--segment-size", type=int, metavar="BYTES", help=_help("segment_size"))
 @click.option("--skip-corrupt", is_flag=True, help=_help("skip_corrupt"))
+@click.option(
+    "--hooks", multiple=True, metavar="MODULE:FUNCTION", help=_help("hooks", "none")
+)
+@click.option("--hook-queue", type=int, metavar="N", help=_help("hook_queue"))
+@click.option("--log-format", type=click.Choice(LOG_FORMATS), help=_help("log_format"))
 @click.pass_context
 def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> None:
     """Run a server until SIGTERM or SIGINT."""
@@ -168,8 +181,16 @@ def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> Non
             )
         # -f turns syncing on, as in beanstalkd, whatever the environment or file say.
         flags["no_fsync"] = False
+    if not flags.get("hooks", True):
+        del flags["hooks"]  # --hooks not given: click's empty tuple is no setting
     config = _load_config(ctx, config_file, flags)
+    logs.setup(config.verbose, config.log_format)
     server = Server(config)
+    for spec in config.hooks:
+        try:
+            load_hook(spec)(server)
+        except HookError as err:
+            raise click.ClickException(str(err)) from None
     try:
         server.serve_forever(on_ready=_report_listening, on_signal=_report_signal)
     except OSError as err:
@@ -215,12 +236,25 @@ def _listened(server: Server) -> bool:
 
 
 def _report_listening(server: Server) -> None:
-    _say(f"beanpole {_version()} listening on {_format_address(server.address)}")
+    config = server.config
+    addresses = getattr(server, "addresses", None) or [server.address]
+    where = " ".join(_format_address(a) for a in addresses)
+    if config.binlog_dir is None:
+        log = "log: none (jobs live in memory only)"
+    elif config.no_fsync:
+        log = f"log: {config.binlog_dir}, never synced"
+    elif config.fsync_ms == 0:
+        log = f"log: {config.binlog_dir}, synced before every reply"
+    else:
+        log = f"log: {config.binlog_dir}, synced every {config.fsync_ms} ms"
+    _LOG.info(
+        "beanpole %s listening on %s; %s", _version(), where, log, extra={"bare": True}
+    )
 
 
 def _report_signal(sig: signal.Signals) -> None:
     action = "draining (puts are refused)" if sig == signal.SIGUSR1 else "stopping"
-    _say(f"beanpole: {sig.name}: {action}")
+    _LOG.info("%s: %s", sig.name, action)
 
 
 def _say(line: str) -> None:

@@ -44,6 +44,8 @@ CONFIG_FILE_ENV: Final = "BEANPOLE_CONFIG"
 _TOML_TABLE: Final = "beanpole"
 #: beanstalkd's default segment size (``-s``), 10 MiB.
 DEFAULT_SEGMENT_SIZE: Final = 10 * 1024 * 1024
+#: Formats of the log lines ``beanpole serve`` writes to stderr.
+LOG_FORMATS: Final = ("text", "json")
 #: The largest value the native layer takes for an integer setting (a signed 64-bit one).
 _INT64_MAX: Final = (1 << 63) - 1
 
@@ -93,6 +95,9 @@ class ConfigChanges(TypedDict, total=False):
     no_fsync: bool
     segment_size: int
     skip_corrupt: bool
+    hooks: tuple[str, ...]
+    hook_queue: int
+    log_format: str
 
 
 def _setting(default: _T, *, flag: str, doc: str) -> _T:
@@ -162,6 +167,22 @@ class Config:
         doc="Start even if the log has corrupt records in the middle, dropping them "
         "(with a warning); without it such a log stops the server from starting.",
     )
+    hooks: tuple[str, ...] = _setting(
+        (),
+        flag="--hooks",
+        doc="Admin hooks to install: MODULE:FUNCTION, called with the server before it "
+        "serves (repeatable; the variable takes a comma-separated list).",
+    )
+    hook_queue: int = _setting(
+        65536,
+        flag="--hook-queue",
+        doc="Events that may wait for the hooks; beyond it events are dropped and counted.",
+    )
+    log_format: str = _setting(
+        "text",
+        flag="--log-format",
+        doc="Format of log lines on stderr: text or json.",
+    )
 
     def __post_init__(self) -> None:
         _check_listen(self.listen)
@@ -186,6 +207,13 @@ class Config:
         _check_bool("no_fsync", self.no_fsync)
         _check_int("segment_size", self.segment_size, low=1, high=_INT64_MAX)
         _check_bool("skip_corrupt", self.skip_corrupt)
+        object.__setattr__(self, "hooks", _check_hooks(self.hooks))
+        _check_int("hook_queue", self.hook_queue, low=1, high=1 << 24)
+        if self.log_format not in LOG_FORMATS:
+            raise ConfigError(
+                f"must be one of {', '.join(LOG_FORMATS)}, got {self.log_format!r}",
+                field="log_format",
+            )
 
     # -- building -----------------------------------------------------------------------
 
@@ -338,6 +366,18 @@ def _check_listen(value: object) -> None:
         ) from None
 
 
+def _check_hooks(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"must be a list of MODULE:FUNCTION, got {value!r}", field="hooks")
+    for spec in value:
+        module, sep, function = spec.partition(":")
+        if not sep or not module.strip() or not function.strip():
+            raise ConfigError(f"must be MODULE:FUNCTION, got {spec!r}", field="hooks")
+    return tuple(value)
+
+
 def _check_names(names: Mapping[str, object], *, what: str) -> None:
     for name in names:
         if name not in _FIELDS:
@@ -387,6 +427,10 @@ def _parse_str(raw: str) -> str:
     return raw
 
 
+def _parse_list(raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
 _ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "listen": _parse_str,
     "port": _parse_int,
@@ -399,6 +443,9 @@ _ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "no_fsync": _parse_bool,
     "segment_size": _parse_int,
     "skip_corrupt": _parse_bool,
+    "hooks": _parse_list,
+    "hook_queue": _parse_int,
+    "log_format": _parse_str,
 }
 
 

@@ -14,13 +14,15 @@ from __future__ import annotations
 import os
 import pwd
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self, TypeAlias, Unpack
+from typing import TYPE_CHECKING, Any, Final, Self, TypeAlias, TypeVar, Unpack, overload
 
 from beanpole.config import Config, ConfigChanges
+from beanpole.hooks import Dispatcher, Hook, check_kind
 
 if TYPE_CHECKING:
     from beanpole._core import ServerHandle, _StatValue
@@ -32,6 +34,7 @@ _WAIT_SLICE: Final = 0.25
 _STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 _DRAIN_SIGNAL: Final = signal.SIGUSR1
 _SignalHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+_H = TypeVar("_H", bound=Hook)
 
 
 class ServerError(RuntimeError):
@@ -54,6 +57,7 @@ class Server:
         self._handle: ServerHandle | None = None
         self._address: tuple[str, int] | str | None = None
         self._stopping = False
+        self._hooks = Dispatcher(self._config.hook_queue)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -89,6 +93,7 @@ class Server:
                     ) from None
             self._handle = handle
             self._address = handle.address
+            self._hooks.attach(handle)
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -105,12 +110,43 @@ class Server:
             self._stopping = True
         if first:
             handle.stop(timeout)
+            # The hooks get what was queued before the stop (the shutdown event last).
+            self._hooks.join(timeout)
         else:
             self._wait(handle, timeout)
 
     def drain(self) -> None:
         """Enter drain mode: from now on every ``put`` is answered ``DRAINING``."""
         self._running_handle().drain()
+
+    @overload
+    def hook(self, kind: str) -> Callable[[_H], _H]: ...
+    @overload
+    def hook(self, kind: str, fn: _H) -> _H: ...
+
+    def hook(self, kind: str, fn: _H | None = None) -> _H | Callable[[_H], _H]:
+        """Call ``fn(event)`` for every event of ``kind`` (see :data:`beanpole.hooks.KINDS`).
+
+        Works before or after :meth:`start`, and as a decorator: ``@server.hook("bury")``.
+        Hooks run on one thread of their own, in the order the events happened; the server
+        never waits for them. An unknown kind raises :class:`beanpole.hooks.HookError`.
+        """
+        check_kind(kind)
+        if fn is None:
+
+            def register(f: _H) -> _H:
+                self._hooks.add(kind, f)
+                return f
+
+            return register
+        self._hooks.add(kind, fn)
+        return fn
+
+    @property
+    def hook_events_dropped(self) -> int:
+        """Events thrown away because the hooks' queue was full (``--hook-queue``)."""
+        handle = self._handle
+        return 0 if handle is None else handle.events_dropped
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server stops, at most ``timeout`` seconds; True if it stopped."""
@@ -136,9 +172,14 @@ class Server:
         """
         stop_requested = threading.Event()
         drain_requested = threading.Event()
+        main = threading.current_thread() is threading.main_thread()
 
         def on_stop_signal(signum: int, frame: FrameType | None) -> None:
-            stop_requested.set()
+            if not stop_requested.is_set():
+                stop_requested.set()
+                # A second SIGTERM/SIGINT during the shutdown ends the process at once.
+                for sig in _STOP_SIGNALS:
+                    signal.signal(sig, signal.SIG_DFL)
             if on_signal is not None:
                 on_signal(signal.Signals(signum))
 
@@ -151,8 +192,18 @@ class Server:
                 on_signal(signal.Signals(signum))
 
         previous: dict[signal.Signals, _SignalHandler] = {}
+        # Python's C-level handler writes each signal's number to this socket the moment
+        # it arrives; the native wait watches it, so a signal is acted on at once even
+        # though the main thread is blocked in native code.
+        wake_r: socket.socket | None = None
+        wake_w: socket.socket | None = None
+        old_wakeup = -1
         try:
-            if threading.current_thread() is threading.main_thread():
+            if main:
+                wake_r, wake_w = socket.socketpair()
+                wake_r.setblocking(False)
+                wake_w.setblocking(False)
+                old_wakeup = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
                 for sig in _STOP_SIGNALS:
                     previous[sig] = signal.signal(sig, on_stop_signal)
                 previous[_DRAIN_SIGNAL] = signal.signal(_DRAIN_SIGNAL, on_drain_signal)
@@ -163,14 +214,31 @@ class Server:
                 handle.drain()
             if on_ready is not None:
                 on_ready(self)
-            while not stop_requested.is_set() and not handle.wait(_WAIT_SLICE):
-                pass
+            while not stop_requested.is_set():
+                if wake_r is None:
+                    if handle.wait(None):
+                        break
+                    continue
+                finished, _ = handle.wait_signal(
+                    wake_r.fileno(),
+                    None,
+                    stop_signals=[int(s) for s in _STOP_SIGNALS],
+                    drain_signals=[int(_DRAIN_SIGNAL)],
+                )
+                if finished:
+                    break
+                # The Python handlers of the signals just read run here.
         finally:
             try:
                 self.stop()
             finally:
+                if main:
+                    signal.set_wakeup_fd(old_wakeup)
                 for sig, old in previous.items():
                     signal.signal(sig, signal.SIG_DFL if old is None else old)
+                for sock in (wake_r, wake_w):
+                    if sock is not None:
+                        sock.close()
 
     def __enter__(self) -> Self:
         if self._handle is None:

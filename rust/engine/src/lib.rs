@@ -9,6 +9,7 @@
 //!
 //! `docs/architecture.md` follows one command from the socket to its reply.
 
+pub mod events;
 mod idindex;
 mod memhint;
 pub mod protocol;

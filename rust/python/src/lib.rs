@@ -4,11 +4,15 @@
 //! `ServerHandle`; every call that can block (start, stop, wait) releases the GIL.
 
 mod binlog;
+mod events;
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use beanpole_engine::server::{BoundAddr, ListenAddr, ServerConfig, ServerError, ServerHandle};
+use beanpole_engine::events::EventHub;
+use beanpole_engine::server::{
+    BoundAddr, Control, ListenAddr, ServerConfig, ServerError, ServerHandle,
+};
 use beanpole_engine::stats::StatValue;
 use beanpole_engine::wal::{FsyncPolicy, LogConfig};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
@@ -24,6 +28,10 @@ struct PyServerHandle {
     inner: Mutex<Option<ServerHandle>>,
     /// Kept after stop so `address` still answers.
     addr: BoundAddr,
+    /// Drain and stop without the handle's mutex (the signal wait uses it).
+    control: Control,
+    /// The server's events; kept after stop so a consumer can finish draining.
+    events: Arc<EventHub>,
 }
 
 fn to_py_err(e: ServerError) -> PyErr {
@@ -123,9 +131,13 @@ impl PyServerHandle {
             .detach(|| ServerHandle::start(config))
             .map_err(to_py_err)?;
         let addr = handle.local_addr().clone();
+        let control = handle.control();
+        let events = Arc::clone(handle.events());
         Ok(PyServerHandle {
             inner: Mutex::new(Some(handle)),
             addr,
+            control,
+            events,
         })
     }
 
@@ -190,6 +202,51 @@ impl PyServerHandle {
         })
     }
 
+    /// Begin stopping at once (stop accepting, tell connections to finish); `stop`
+    /// completes it.
+    fn begin_stop(&self) {
+        self.control.begin_stop();
+    }
+
+    /// Block without the GIL until `fd` (a signal wakeup fd) is readable, the
+    /// server has finished or `timeout` passes; act on the signals read (drain or
+    /// begin the stop) before returning (finished, signal numbers).
+    #[pyo3(signature = (fd, timeout = None, stop_signals = Vec::new(), drain_signals = Vec::new()))]
+    fn wait_signal(
+        &self,
+        py: Python<'_>,
+        fd: i32,
+        timeout: Option<f64>,
+        stop_signals: Vec<i32>,
+        drain_signals: Vec<i32>,
+    ) -> PyResult<(bool, Vec<i32>)> {
+        let timeout = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
+        let control = &self.control;
+        py.detach(|| events::wait_signal(control, fd, timeout, &stop_signals, &drain_signals))
+    }
+
+    /// Start the event queue (`capacity` events) and return its receiving end.
+    fn subscribe_events(&self, capacity: usize) -> events::PyEventStream {
+        events::PyEventStream::new(self.events.subscribe(capacity))
+    }
+
+    /// Produce events of exactly these kinds from now on.
+    fn set_event_kinds(&self, kinds: Vec<String>) -> PyResult<()> {
+        self.events.set_kinds(&events::kinds(kinds)?);
+        Ok(())
+    }
+
+    /// Send the engine's log lines through the event queue (instead of stderr).
+    fn set_log_messages(&self, on: bool) {
+        self.events.set_messages(on);
+    }
+
+    /// Events dropped because the queue was full.
+    #[getter]
+    fn events_dropped(&self) -> u64 {
+        self.events.dropped()
+    }
+
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let pairs = self
             .with(ServerHandle::stats)
@@ -217,6 +274,8 @@ impl PyServerHandle {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", beanpole_engine::VERSION)?;
     m.add_class::<PyServerHandle>()?;
+    m.add_class::<events::PyEventStream>()?;
+    m.add("EVENT_KINDS", events::kind_names())?;
     m.add_function(wrap_pyfunction!(binlog::binlog_dump, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_verify, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_compact, m)?)?;

@@ -20,6 +20,7 @@ use super::input::{self, Target, Woken, READ_CHUNK};
 use super::out::Out;
 use super::signal::ConnSignal;
 use super::{spare, Shared};
+use crate::events::level;
 use crate::protocol::{self as proto, parse, Command, Op, ProtocolError, MAX_LINE};
 use crate::stats;
 use crate::store::{ConnId, Delivery, PutRefused, ReserveOutcome, Store};
@@ -93,9 +94,9 @@ pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
         }
         (id, store.max_job_size())
     };
-    if shared.verbose > 0 {
-        eprintln!("beanpole: connection {id} opened");
-    }
+    shared
+        .events
+        .log(level::INFO, || format!("connection {id} opened"));
     let mut conn = Conn {
         id,
         input: BytesMut::new(),
@@ -111,9 +112,9 @@ pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
     let result = conn.run(&mut sock, shared, &signal).await;
     spare::give(&mut conn.input);
     if let Err(e) = result {
-        if shared.verbose > 0 {
-            eprintln!("beanpole: connection {id}: {e}");
-        }
+        shared
+            .events
+            .log(level::INFO, || format!("connection {id}: {e}"));
     }
     let settled = {
         let mut store = shared.lock();
@@ -123,9 +124,9 @@ pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
     // Records of commands whose replies were never sent, and of the disconnect.
     let position = shared.finish(settled).max(conn.log_wait);
     shared.write_log(position);
-    if shared.verbose > 0 {
-        eprintln!("beanpole: connection {id} closed");
-    }
+    shared
+        .events
+        .log(level::INFO, || format!("connection {id} closed"));
 }
 
 impl Conn {

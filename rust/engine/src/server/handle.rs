@@ -5,7 +5,8 @@
 //! Nothing here needs the caller to be async.
 
 use std::io;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use thiserror::Error;
@@ -56,16 +57,47 @@ pub enum ServerError {
 /// Set once the server task has finished.
 #[derive(Debug, Default)]
 pub struct Done {
+    /// Whether the server has finished. A std mutex because waiters are plain
+    /// threads; it also orders the creation of `wake_fd` against `set`.
     finished: Mutex<bool>,
     /// Signals `finished`; a std condvar because waiters are plain threads
     /// (`wait` is called from Python with the GIL released).
     cond: Condvar,
+    /// An eventfd that becomes readable once finished, for waiters that also
+    /// watch other file descriptors (made on first use).
+    wake_fd: OnceLock<OwnedFd>,
 }
 
 impl Done {
     fn set(&self) {
-        *self.finished.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        let mut finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+        *finished = true;
+        if let Some(fd) = self.wake_fd.get() {
+            raise_eventfd(fd);
+        }
+        drop(finished);
         self.cond.notify_all();
+    }
+
+    /// A file descriptor that is readable once the server has finished.
+    pub fn wake_fd(&self) -> io::Result<RawFd> {
+        let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(fd) = self.wake_fd.get() {
+            return Ok(fd.as_raw_fd());
+        }
+        // SAFETY: eventfd takes no pointers; a non-negative result is a new fd we own.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` was just created and is owned by nothing else.
+        let fd = self
+            .wake_fd
+            .get_or_init(|| unsafe { OwnedFd::from_raw_fd(raw) });
+        if *finished {
+            raise_eventfd(fd);
+        }
+        Ok(fd.as_raw_fd())
     }
 
     /// Block until the server has stopped or `timeout` passes; true if stopped.
@@ -87,12 +119,59 @@ impl Done {
     }
 }
 
+fn raise_eventfd(fd: &OwnedFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64 to an fd we own. A full counter
+    // (EAGAIN) already reads as raised.
+    unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+}
+
+/// Ends the accept loop. A oneshot: shutdown happens once. Behind a std mutex
+/// shared by the handle and its [`Control`]s, held only to take the sender.
+type ShutdownTx = Arc<Mutex<Option<oneshot::Sender<()>>>>;
+
+/// What may act on a server without owning its handle (drain, begin the stop),
+/// e.g. from a thread that waits for signals.
+#[derive(Debug, Clone)]
+pub struct Control {
+    shared: Arc<Shared>,
+    shutdown: ShutdownTx,
+    done: Arc<Done>,
+}
+
+impl Control {
+    /// Enter drain mode: puts are answered DRAINING from now on.
+    pub fn drain(&self) {
+        self.shared.lock().set_draining(true);
+    }
+
+    /// End the accept loop and tell every connection to finish; the handle's
+    /// `stop` completes the stop.
+    pub fn begin_stop(&self) {
+        send_shutdown(&self.shutdown);
+    }
+
+    /// Set once the server has finished.
+    pub fn done(&self) -> &Arc<Done> {
+        &self.done
+    }
+}
+
+fn send_shutdown(shutdown: &ShutdownTx) {
+    let tx = shutdown
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    if let Some(tx) = tx {
+        let _ = tx.send(());
+    }
+}
+
 /// A running server.
 #[derive(Debug)]
 pub struct ServerHandle {
     runtime: Option<Running>,
-    /// Ends the accept loop. A oneshot: shutdown happens once.
-    shutdown: Mutex<Option<oneshot::Sender<()>>>,
+    shutdown: ShutdownTx,
     done: Arc<Done>,
     shared: Arc<Shared>,
     addr: BoundAddr,
@@ -146,7 +225,7 @@ impl ServerHandle {
             .map_err(ServerError::Runtime)?;
         Ok(ServerHandle {
             runtime: Some(runtime),
-            shutdown: Mutex::new(Some(tx)),
+            shutdown: Arc::new(Mutex::new(Some(tx))),
             done,
             shared,
             addr,
@@ -188,9 +267,25 @@ impl ServerHandle {
         self.shared.stats_pairs(&store)
     }
 
+    /// The server's events (admin hooks, log lines).
+    pub fn events(&self) -> &Arc<crate::events::EventHub> {
+        &self.shared.events
+    }
+
+    /// Begin stopping without waiting: the accept loop ends and every connection
+    /// is told to finish. [`ServerHandle::stop`] completes it.
+    pub fn begin_stop(&self) {
+        self.signal_stop();
+    }
+
     /// Stop accepting, close every connection, and wait up to `timeout` for the
     /// connection tasks to end. Safe to call more than once.
     pub fn stop(&mut self, timeout: Duration) {
+        if self.runtime.is_some() {
+            self.shared
+                .events
+                .server_event(crate::events::EventKind::Shutdown, || None);
+        }
         self.signal_stop();
         self.done.wait(Some(timeout));
         if let Some(rt) = self.runtime.take() {
@@ -208,17 +303,21 @@ impl ServerHandle {
                 let _ = writer.join();
             }
         }
+        // The event stream ends once its consumer has taken what is queued.
+        self.shared.events.close();
         self.done.set();
     }
 
     fn signal_stop(&self) {
-        let tx = self
-            .shutdown
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(tx) = tx {
-            let _ = tx.send(());
+        send_shutdown(&self.shutdown);
+    }
+
+    /// A [`Control`] for this server.
+    pub fn control(&self) -> Control {
+        Control {
+            shared: Arc::clone(&self.shared),
+            shutdown: Arc::clone(&self.shutdown),
+            done: Arc::clone(&self.done),
         }
     }
 

@@ -195,7 +195,9 @@ pub async fn accept_loop(listener: Listener, shared: &Arc<Shared>, shutdown: imp
             Err(e) => {
                 // Out of file descriptors or a transient network error: say so and
                 // back off briefly instead of spinning on the same error.
-                eprintln!("beanpole: accept failed: {e}");
+                shared.events.log(crate::events::level::ERROR, || {
+                    format!("accept failed: {e}")
+                });
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }

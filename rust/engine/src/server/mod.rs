@@ -21,8 +21,9 @@ use std::time::Instant;
 
 use tokio::sync::Notify;
 
-pub use self::handle::{Done, ServerConfig, ServerError, ServerHandle};
+pub use self::handle::{Control, Done, ServerConfig, ServerError, ServerHandle};
 pub use self::listener::{BoundAddr, ListenAddr, Listener};
+use crate::events::EventHub;
 use crate::stats::{self, ProcessInfo, StatValue};
 use crate::store::{Store, Wakeup};
 
@@ -56,6 +57,8 @@ pub struct Shared {
     fixed: FixedInfo,
     /// The write-ahead log's hand-over to its writer thread, when there is a log.
     pub(crate) log_pipe: Option<Arc<crate::wal::pipe::LogPipe>>,
+    /// Events for admin hooks and log lines for the host's logger.
+    pub(crate) events: Arc<EventHub>,
 }
 
 /// Process facts that never change while the server runs.
@@ -80,9 +83,12 @@ impl Shared {
         let (hostname, os, platform) = stats::process::uname();
         let epoch = Instant::now();
         let mut store = Store::new(max_job_size);
+        let events = Arc::new(EventHub::new(verbose));
+        store.set_events(Arc::clone(&events));
         let mut log_pipe = None;
         if let Some(log) = log {
             store.attach_log(log, TIME_BASE);
+            log.pipe.set_events(Arc::clone(&events));
             log_pipe = Some(Arc::clone(&log.pipe));
         }
         Shared {
@@ -100,6 +106,7 @@ impl Shared {
                 platform,
             },
             log_pipe,
+            events,
         }
     }
 

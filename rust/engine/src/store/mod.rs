@@ -37,6 +37,7 @@ pub use self::journal::LogStats;
 pub use self::log::StoreLog;
 use self::timers::{Timer, Timers};
 use self::tube::Tubes;
+use crate::events::{Event, EventHub, EventKind};
 use crate::protocol::{Op, URGENT_THRESHOLD};
 
 /// One second in nanoseconds: the TTR safety margin, and the unit of the protocol's
@@ -126,6 +127,8 @@ pub struct Store {
     ready_tubes: Vec<u32>,
     /// The write-ahead log's bookkeeping, when the server has one.
     log: Option<StoreLog>,
+    /// Where job events go (admin hooks); produces nothing unless asked.
+    events: Arc<EventHub>,
 }
 
 impl std::fmt::Debug for Store {
@@ -159,7 +162,37 @@ impl Store {
             wide_waiters: Vec::new(),
             ready_tubes: Vec::new(),
             log: None,
+            events: Arc::new(EventHub::new(0)),
         }
+    }
+
+    /// Send job events to `hub` (the server's).
+    pub fn set_events(&mut self, hub: Arc<EventHub>) {
+        self.events = hub;
+    }
+
+    /// Produce an event of `kind` about the job in `slot`, if that kind is wanted.
+    #[inline]
+    fn emit(&self, kind: EventKind, slot: u32) {
+        if self.events.wants(kind) {
+            self.emit_slow(kind, slot, None);
+        }
+    }
+
+    #[cold]
+    fn emit_slow(&self, kind: EventKind, slot: u32, detail: Option<String>) {
+        let Some(job) = self.jobs.get(slot) else {
+            return;
+        };
+        let tube = String::from_utf8_lossy(&self.tubes.get(job.tube).name).into();
+        self.events.send(Event {
+            kind,
+            job_id: Some(job.id),
+            tube: Some(tube),
+            priority: Some(job.pri),
+            at: crate::events::unix_now(),
+            detail,
+        });
     }
 
     pub fn max_job_size(&self) -> u32 {
@@ -172,6 +205,9 @@ impl Store {
 
     /// Enter drain mode: from now on every put is answered DRAINING.
     pub fn set_draining(&mut self, on: bool) {
+        if on && !self.draining {
+            self.events.server_event(EventKind::Drain, || None);
+        }
         self.draining = on;
     }
 
@@ -364,6 +400,7 @@ impl Store {
         self.tubes.get_mut(tube).reserved_ct += 1;
         self.counts.reserved += 1;
         self.journal(crate::wal::format::Record::Reserve { id });
+        self.emit(EventKind::Reserve, slot);
         self.timers.push(deadline, Timer::Ttr(id));
         self.compact_timers();
         Some(Delivery::Reserved { id, body })

@@ -11,6 +11,7 @@ use super::tube::Pause;
 use super::{
     ConnId, ConnState, Delivery, NotIgnored, PutRefused, ReserveOutcome, Store, Wakeup, SECOND,
 };
+use crate::events::EventKind;
 use crate::stats::{JobStats, ServerCounts, TubeStats};
 
 impl Store {
@@ -141,6 +142,7 @@ impl Store {
             state: JobState::Ready,
         });
         self.journal_put(slot, now);
+        self.emit(EventKind::Put, slot);
         if delay > 0 {
             self.make_delayed(slot, now + u64::from(delay) * SECOND);
         } else {
@@ -274,6 +276,7 @@ impl Store {
             return false;
         }
         let tube = job.tube;
+        self.emit(EventKind::Delete, slot);
         self.detach(slot);
         self.tubes.get_mut(tube).delete_ct += 1;
         self.free_job(slot);
@@ -292,6 +295,7 @@ impl Store {
             c.releases = c.releases.wrapping_add(1);
         }
         self.journal_release(slot, now);
+        self.emit(EventKind::Release, slot);
         if delay > 0 {
             self.make_delayed(slot, now + u64::from(delay) * SECOND);
         } else {
@@ -309,6 +313,7 @@ impl Store {
             job.pri = pri;
         }
         self.make_buried(slot);
+        self.emit(EventKind::Bury, slot);
         true
     }
 
@@ -323,6 +328,7 @@ impl Store {
         let (deadline, id) = (job.deadline, job.id);
         self.timers.push(deadline, Timer::Ttr(id));
         self.compact_timers();
+        self.emit(EventKind::Touch, slot);
         true
     }
 
@@ -414,6 +420,7 @@ impl Store {
             c.kicks = c.kicks.wrapping_add(1);
             self.journal(crate::wal::format::Record::Kick { id });
         }
+        self.emit(EventKind::Kick, slot);
         self.make_ready(slot, now);
     }
 
@@ -436,6 +443,16 @@ impl Store {
         let Some(tube) = self.tubes.find(name) else {
             return false;
         };
+        if self.events.wants(EventKind::PauseTube) {
+            self.events.send(crate::events::Event {
+                kind: EventKind::PauseTube,
+                job_id: None,
+                tube: Some(String::from_utf8_lossy(name).into()),
+                priority: None,
+                at: crate::events::unix_now(),
+                detail: Some(delay.to_string()),
+            });
+        }
         let t = self.tubes.get_mut(tube);
         t.pause_ct += 1;
         if delay == 0 {

@@ -51,6 +51,7 @@ impl Store {
             self.journal(crate::wal::format::Record::Timeout { id });
         }
         self.counts.job_timeouts += 1;
+        self.emit(crate::events::EventKind::Timeout, slot);
         self.make_ready(slot, now);
     }
 

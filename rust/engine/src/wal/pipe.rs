@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::time::Instant;
 
 use tokio::sync::watch;
@@ -26,6 +26,7 @@ use super::buffers::BufferPool;
 use super::format::Header;
 use super::fs::SegmentFile;
 use super::writer::FsyncPolicy;
+use crate::events::{level, EventHub, EventKind};
 
 /// Work for the log, in order.
 #[derive(Debug)]
@@ -133,6 +134,9 @@ pub struct LogPipe {
     pub current: AtomicU64,
     /// Write or sync errors seen (for stats and tests).
     pub errors: AtomicU64,
+    /// The server's events, once a server has adopted this log (tools that open a
+    /// log without a server print to stderr instead). Set once, read lock-free.
+    events: OnceLock<Arc<EventHub>>,
     /// The directory, for messages.
     pub(super) dir_name: String,
     /// Buffers of durable records, for the store's next batches.
@@ -178,6 +182,7 @@ impl LogPipe {
             want_spares: AtomicU64::new(1),
             current: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            events: OnceLock::new(),
             dir_name,
             buffers: BufferPool::default(),
         }
@@ -521,20 +526,39 @@ impl LogPipe {
         self.failing.load(Ordering::Relaxed)
     }
 
+    /// Report log errors and recoveries to the server's events from now on.
+    pub fn set_events(&self, hub: Arc<EventHub>) {
+        let _ = self.events.set(hub);
+    }
+
     pub(super) fn report(&self, what: &str) {
         self.errors.fetch_add(1, Ordering::Relaxed);
         if !self.failing.swap(true, Ordering::SeqCst) {
             self.segment_made(None);
-            eprintln!(
-                "beanpole: log in {}: {what}; puts are refused until it recovers",
+            let line = format!(
+                "log in {}: {what}; puts are refused until it recovers",
                 self.dir_name
             );
+            match self.events.get() {
+                Some(hub) => {
+                    hub.server_event(EventKind::LogError, || Some(what.to_owned()));
+                    hub.log(level::ERROR, || line);
+                }
+                None => eprintln!("beanpole: {line}"),
+            }
         }
     }
 
     pub(super) fn clear_failure(&self) {
         if self.failing.swap(false, Ordering::Relaxed) {
-            eprintln!("beanpole: log in {}: recovered", self.dir_name);
+            let line = format!("log in {}: recovered", self.dir_name);
+            match self.events.get() {
+                Some(hub) => {
+                    hub.server_event(EventKind::LogRecovered, || None);
+                    hub.log(level::WARNING, || line);
+                }
+                None => eprintln!("beanpole: {line}"),
+            }
         }
     }
 }

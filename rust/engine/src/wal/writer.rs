@@ -82,7 +82,10 @@ impl Writer {
             }
             if stop {
                 self.drain();
-                if policy != FsyncPolicy::Never {
+                if policy == FsyncPolicy::Never {
+                    // A clean stop leaves everything on disk whatever the policy.
+                    self.sync_open_files();
+                } else {
                     self.sync();
                 }
                 return;
@@ -229,6 +232,18 @@ impl Writer {
                 }
             }
         });
+    }
+
+    /// With `-F`, at a clean stop: sync every open segment once (nothing tracks
+    /// what is unsynced under that policy). A failure is reported, not retried:
+    /// the process is ending.
+    fn sync_open_files(&self) {
+        let files: Vec<_> = self.pipe.lock_core().files.values().cloned().collect();
+        for f in files {
+            if let Err(e) = f.sync() {
+                self.pipe.report(&format!("final fsync failed: {e}"));
+            }
+        }
     }
 
     /// After an fsync failed on a connection's thread: write what it covered again,
