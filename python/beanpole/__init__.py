@@ -10,9 +10,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from beanpole.config import Config, ConfigError, ConfigWarning
+from beanpole.hooks import Event, HookError
 from beanpole.server import Server, ServerError
 
-__all__ = ["Config", "ConfigError", "ConfigWarning", "Server", "ServerError", "__version__"]
+__all__ = [
+    "Config",
+    "ConfigError",
+    "ConfigWarning",
+    "Event",
+    "HookError",
+    "Server",
+    "ServerError",
+    "__version__",
+]
 
 if TYPE_CHECKING:
     __version__: str
