@@ -176,9 +176,9 @@ def test_engine_log_lines_reach_the_beanpole_logger(caplog: pytest.LogCaptureFix
     with (
         caplog.at_level(logging.DEBUG, logger="beanpole"),
         _server(verbose=1) as srv,
-        Client(srv.address),
+        Client(srv.address) as c,
     ):
-        pass
+        c.expect("use t", "USING t")  # the connection has been served
     messages = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("connection ") and m.endswith(" opened") for m in messages)
 
