@@ -6,7 +6,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use thiserror::Error;
@@ -134,7 +134,9 @@ type ShutdownTx = Arc<Mutex<Option<oneshot::Sender<()>>>>;
 /// e.g. from a thread that waits for signals.
 #[derive(Debug, Clone)]
 pub struct Control {
-    shared: Arc<Shared>,
+    /// Weak: a `Control` kept after the stop must not keep the queue (and the
+    /// log's open files) alive.
+    shared: Weak<Shared>,
     shutdown: ShutdownTx,
     done: Arc<Done>,
 }
@@ -142,7 +144,9 @@ pub struct Control {
 impl Control {
     /// Enter drain mode: puts are answered DRAINING from now on.
     pub fn drain(&self) {
-        self.shared.lock().set_draining(true);
+        if let Some(shared) = self.shared.upgrade() {
+            shared.lock().set_draining(true);
+        }
     }
 
     /// End the accept loop and tell every connection to finish; the handle's
@@ -315,7 +319,7 @@ impl ServerHandle {
     /// A [`Control`] for this server.
     pub fn control(&self) -> Control {
         Control {
-            shared: Arc::clone(&self.shared),
+            shared: Arc::downgrade(&self.shared),
             shutdown: Arc::clone(&self.shutdown),
             done: Arc::clone(&self.done),
         }

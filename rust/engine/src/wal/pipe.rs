@@ -16,7 +16,7 @@
 //! written one. Nothing is ever acknowledged that is not written.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::time::Instant;
 
@@ -124,8 +124,10 @@ pub struct LogPipe {
     /// mutex of its own so the failing connection never blocks on the core.
     pub(super) rewrite: AtomicBool,
     failed: Mutex<Vec<Chunk>>,
-    /// Set while writes or fsyncs fail; puts are refused meanwhile.
-    failing: AtomicBool,
+    /// The [`Failure`]s present now, one bit each; puts are refused while any is.
+    /// Kept per cause so that one thing working again (an fsync) does not clear
+    /// another that still fails (no room for a new segment).
+    failing: AtomicU8,
     /// Highest segment sequence number created (spares included).
     pub created: AtomicU64,
     /// How many segments beyond the current one the store wants ready.
@@ -177,7 +179,7 @@ impl LogPipe {
             sync_turn: Mutex::new(()),
             rewrite: AtomicBool::new(false),
             failed: Mutex::new(Vec::new()),
-            failing: AtomicBool::new(false),
+            failing: AtomicU8::new(0),
             created: AtomicU64::new(0),
             want_spares: AtomicU64::new(1),
             current: AtomicU64::new(0),
@@ -277,7 +279,7 @@ impl LogPipe {
             Err(e) => {
                 lock(&self.failed).extend(chunks);
                 self.rewrite.store(true, Ordering::SeqCst);
-                self.report(&format!("fsync failed: {e}"));
+                self.report(Failure::Sync, &format!("fsync failed: {e}"));
             }
         }
     }
@@ -381,7 +383,7 @@ impl LogPipe {
                 let end = run.last().map_or(0, |r| r.2);
                 if let Err(e) = result {
                     if core.files.contains_key(&seq) {
-                        self.report(&format!("write failed: {e}; retrying"));
+                        self.report(Failure::Write, &format!("write failed: {e}; retrying"));
                     }
                     // Positioned writes: the whole run is written again later.
                     let mut run = run.into_iter().map(|(offset, bytes, end)| Task::Write {
@@ -407,6 +409,9 @@ impl LogPipe {
     /// written position, acknowledge it unless `-f 0` waits for the fsync, and
     /// keep the bytes until they are synced.
     pub(super) fn wrote(&self, core: &mut Core, chunks: impl IntoIterator<Item = Chunk>, end: u64) {
+        if self.failing.load(Ordering::Relaxed) & Failure::Write as u8 != 0 {
+            self.clear_failure(&[Failure::Write]);
+        }
         core.written = core.written.max(end);
         self.written.store(core.written, Ordering::SeqCst);
         if self.policy != FsyncPolicy::Always {
@@ -523,7 +528,7 @@ impl LogPipe {
     }
 
     pub fn failing(&self) -> bool {
-        self.failing.load(Ordering::Relaxed)
+        self.failing.load(Ordering::Relaxed) != 0
     }
 
     /// Report log errors and recoveries to the server's events from now on.
@@ -531,9 +536,9 @@ impl LogPipe {
         let _ = self.events.set(hub);
     }
 
-    pub(super) fn report(&self, what: &str) {
+    pub(super) fn report(&self, cause: Failure, what: &str) {
         self.errors.fetch_add(1, Ordering::Relaxed);
-        if !self.failing.swap(true, Ordering::SeqCst) {
+        if self.failing.fetch_or(cause as u8, Ordering::SeqCst) == 0 {
             self.segment_made(None);
             let line = format!(
                 "log in {}: {what}; puts are refused until it recovers",
@@ -549,8 +554,11 @@ impl LogPipe {
         }
     }
 
-    pub(super) fn clear_failure(&self) {
-        if self.failing.swap(false, Ordering::Relaxed) {
+    /// `causes` work again; the log recovers once nothing fails.
+    pub(super) fn clear_failure(&self, causes: &[Failure]) {
+        let bits = causes.iter().fold(0, |b, c| b | *c as u8);
+        let before = self.failing.fetch_and(!bits, Ordering::SeqCst);
+        if before != 0 && before & !bits == 0 {
             let line = format!("log in {}: recovered", self.dir_name);
             match self.events.get() {
                 Some(hub) => {
@@ -561,6 +569,16 @@ impl LogPipe {
             }
         }
     }
+}
+
+/// What can make the log fail (a bit each in `LogPipe::failing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum Failure {
+    Write = 1,
+    Sync = 2,
+    /// No room to preallocate the next segment.
+    Space = 4,
 }
 
 /// Lock a std mutex, ignoring poisoning: every holder leaves the data consistent

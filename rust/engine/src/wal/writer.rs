@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::format::{Header, HEADER_LEN};
 use super::fs::{LogDir, SegmentFile};
-use super::pipe::{Chunk, Core, LogPipe, Task};
+use super::pipe::{Chunk, Core, Failure, LogPipe, Task};
 
 /// When data is made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,12 +199,14 @@ impl Writer {
                     self.pipe.lock_core().files.insert(seq, Arc::from(f));
                     self.pipe.segment_made(Some(seq));
                     created = seq;
-                    self.pipe.clear_failure();
+                    self.pipe.clear_failure(&[Failure::Space]);
                 }
                 Err(e) => {
                     // A full disk: the store refuses puts until a spare exists.
-                    self.pipe
-                        .report(&format!("cannot preallocate segment {seq}: {e}"));
+                    self.pipe.report(
+                        Failure::Space,
+                        &format!("cannot preallocate segment {seq}: {e}"),
+                    );
                     return;
                 }
             }
@@ -241,7 +243,8 @@ impl Writer {
         let files: Vec<_> = self.pipe.lock_core().files.values().cloned().collect();
         for f in files {
             if let Err(e) = f.sync() {
-                self.pipe.report(&format!("final fsync failed: {e}"));
+                self.pipe
+                    .report(Failure::Sync, &format!("final fsync failed: {e}"));
             }
         }
     }
@@ -281,7 +284,8 @@ impl Writer {
     }
 
     fn synced(&self, target: u64) {
-        self.pipe.clear_failure();
+        // What was written is on disk: writes and fsyncs work.
+        self.pipe.clear_failure(&[Failure::Write, Failure::Sync]);
         if self.pipe.policy == FsyncPolicy::Always {
             self.pipe.acknowledge(target);
         }
@@ -290,7 +294,8 @@ impl Writer {
     /// After a failed fsync the kernel may have dropped the dirty pages: write them
     /// again and keep them as unsynced, ahead of anything written since.
     fn resync_failed(&self, core: &mut Core, e: &std::io::Error, chunks: Vec<Chunk>) {
-        self.pipe.report(&format!("fsync failed: {e}"));
+        self.pipe
+            .report(Failure::Sync, &format!("fsync failed: {e}"));
         std::thread::sleep(Duration::from_millis(50));
         for (seq, offset, bytes) in &chunks {
             self.retry(|| match core.files.get(seq) {
@@ -309,11 +314,12 @@ impl Writer {
         loop {
             match op() {
                 Ok(()) => {
-                    self.pipe.clear_failure();
+                    self.pipe.clear_failure(&[Failure::Write]);
                     return;
                 }
                 Err(e) => {
-                    self.pipe.report(&format!("write failed: {e}; retrying"));
+                    self.pipe
+                        .report(Failure::Write, &format!("write failed: {e}; retrying"));
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }

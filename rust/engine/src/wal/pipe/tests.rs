@@ -113,3 +113,35 @@ fn with_f0_a_failed_fsync_is_left_to_the_writer_with_its_data() {
     );
     let _ = std::fs::remove_dir_all(&path);
 }
+
+#[test]
+fn a_failure_is_cleared_only_by_its_own_cause_working_again() {
+    let pipe = LogPipe::new(FsyncPolicy::Never, "test".into());
+    let hub = Arc::new(crate::events::EventHub::new(0));
+    let stream = hub.subscribe(16);
+    hub.set_kinds(&[
+        crate::events::EventKind::LogError,
+        crate::events::EventKind::LogRecovered,
+    ]);
+    pipe.set_events(Arc::clone(&hub));
+    pipe.report(Failure::Space, "no room");
+    pipe.report(Failure::Sync, "fsync failed");
+    pipe.clear_failure(&[Failure::Write, Failure::Sync]);
+    assert!(
+        pipe.failing(),
+        "a good fsync does not make room on the disk"
+    );
+    pipe.clear_failure(&[Failure::Space]);
+    assert!(!pipe.failing());
+    hub.close();
+    let crate::events::Batch::Events(events) = stream.next_batch(16, Some(Duration::ZERO)) else {
+        panic!("expected events");
+    };
+    let kinds: Vec<_> = events.iter().map(|e| e.kind.name()).collect();
+    assert_eq!(
+        kinds,
+        ["log-error", "log-recovered"],
+        "one of each, no flapping"
+    );
+    assert_eq!(events[0].detail.as_deref(), Some("no room"));
+}
