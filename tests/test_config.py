@@ -70,6 +70,8 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "no_fsync",
         "segment_size",
         "skip_corrupt",
+        "http",
+        "metrics_max_tubes",
     ]
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from beanpole.admin import NotFoundError
 from beanpole.config import Config, ConfigError, ConfigWarning
 from beanpole.server import Server, ServerError
 
 __all__ = ["Config", "ConfigError", "ConfigWarning", "Server", "ServerError", "__version__"]
+__all__ += ["NotFoundError"]
 
 if TYPE_CHECKING:
     __version__: str

@@ -23,6 +23,8 @@ import click
 from click.core import ParameterSource
 
 from beanpole.binlog import binlog
+from beanpole.cli_ops import register as register_ops
+from beanpole.cli_ops import report_http
 from beanpole.config import CONFIG_FILE_ENV, Config, ConfigError, env_var, help_text
 from beanpole.server import Server, ServerError
 
@@ -44,6 +46,8 @@ _SETTINGS = (
     "no_fsync",
     "segment_size",
     "skip_corrupt",
+    "http",
+    "metrics_max_tubes",
 )
 
 
@@ -153,6 +157,8 @@ mode (every put is then answered DRAINING).
 @click.option("-F", "--no-fsync", is_flag=True, help=_help("no_fsync"))
 @click.option("-s", "--segment-size", type=int, metavar="BYTES", help=_help("segment_size"))
 @click.option("--skip-corrupt", is_flag=True, help=_help("skip_corrupt"))
+@click.option("--http", metavar="[HOST:]PORT", help=_help("http", "off"))
+@click.option("--metrics-max-tubes", type=int, metavar="N", help=_help("metrics_max_tubes"))
 @click.pass_context
 def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> None:
     """Run a server until SIGTERM or SIGINT."""
@@ -216,6 +222,7 @@ def _listened(server: Server) -> bool:
 
 def _report_listening(server: Server) -> None:
     _say(f"beanpole {_version()} listening on {_format_address(server.address)}")
+    report_http(server)
 
 
 def _report_signal(sig: signal.Signals) -> None:
@@ -229,6 +236,7 @@ def _say(line: str) -> None:
 
 
 cli.add_command(binlog)
+register_ops(cli)  # stats, top, exporter
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -93,6 +93,9 @@ class ConfigChanges(TypedDict, total=False):
     no_fsync: bool
     segment_size: int
     skip_corrupt: bool
+    # -- metrics and the HTTP endpoint --
+    http: str | None
+    metrics_max_tubes: int
 
 
 def _setting(default: _T, *, flag: str, doc: str) -> _T:
@@ -162,6 +165,19 @@ class Config:
         doc="Start even if the log has corrupt records in the middle, dropping them "
         "(with a warning); without it such a log stops the server from starting.",
     )
+    # -- metrics and the HTTP endpoint --
+    http: str | None = _setting(
+        None,
+        flag="--http",
+        doc="Serve /metrics (Prometheus), /healthz and /readyz over HTTP on [HOST:]PORT; "
+        "loopback when no host is given.",
+    )
+    metrics_max_tubes: int = _setting(
+        1000,
+        flag="--metrics-max-tubes",
+        doc="Tubes with series of their own in /metrics (the busiest); the rest are "
+        'summed under tube="_other".',
+    )
 
     def __post_init__(self) -> None:
         _check_listen(self.listen)
@@ -186,6 +202,8 @@ class Config:
         _check_bool("no_fsync", self.no_fsync)
         _check_int("segment_size", self.segment_size, low=1, high=_INT64_MAX)
         _check_bool("skip_corrupt", self.skip_corrupt)
+        _check_http(self.http)
+        _check_int("metrics_max_tubes", self.metrics_max_tubes, low=0, high=_INT64_MAX)
 
     # -- building -----------------------------------------------------------------------
 
@@ -338,6 +356,19 @@ def _check_listen(value: object) -> None:
         ) from None
 
 
+def _check_http(value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise ConfigError(f"must be [HOST:]PORT or None, got {value!r}", field="http")
+    from beanpole.addr import parse_http
+
+    try:
+        parse_http(value)
+    except ValueError as err:
+        raise ConfigError(f"must be [HOST:]PORT: {err}", field="http") from None
+
+
 def _check_names(names: Mapping[str, object], *, what: str) -> None:
     for name in names:
         if name not in _FIELDS:
@@ -399,6 +430,8 @@ _ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "no_fsync": _parse_bool,
     "segment_size": _parse_int,
     "skip_corrupt": _parse_bool,
+    "http": _parse_str,
+    "metrics_max_tubes": _parse_int,
 }
 
 
