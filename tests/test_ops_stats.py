@@ -208,7 +208,8 @@ def test_top_once_prints_one_frame(loaded: Running) -> None:
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].startswith(host_of(loaded))
-    assert "jobs: ready 2" in lines[1]
+    assert lines[1].startswith("puts/s -  reserves/s -  deletes/s -")  # one frame: no rates
+    assert "jobs: ready 2  urgent 1  reserved 0  delayed 1  buried 1" in lines[2]
     tube_rows = [line.split() for line in lines if line.split()[:1] in (["mail"], ["default"])]
     assert tube_rows[0][:5] == ["mail", "2", "0", "1", "1"]  # sorted by ready first
 

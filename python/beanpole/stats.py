@@ -36,6 +36,12 @@ DURATION_KEYS: Final = frozenset(
 )
 #: CPU times, in seconds with fractions.
 _CPU_KEYS: Final = frozenset({"rusage-utime", "rusage-stime"})
+#: Numbers that are names rather than amounts: shown without thousands separators.
+_PLAIN_KEYS: Final = frozenset(
+    {"id", "pid", "pri", "file", "binlog-oldest-index", "binlog-current-index"}
+)
+#: Durations where 0 means "none" and is left blank in the tube table.
+_BLANK_ZERO: Final = frozenset({"pause", "pause-time-left"})
 #: Values in bytes.
 SIZE_KEYS: Final = frozenset({"max-job-size", "binlog-max-size"})
 #: Columns of a one-row-per-tube table: (heading, stats-tube key).
@@ -92,14 +98,14 @@ def human(key: str, value: StatValue) -> str:
             return f"{value:.3f} s"
         if key in SIZE_KEYS:
             return size(value)
-        if isinstance(value, int):
+        if isinstance(value, int) and key not in _PLAIN_KEYS:
             return f"{value:,}"
     return str(value)
 
 
 def kv_table(stats: Mapping[str, StatValue], title: str | None = None) -> Table:
     """A two-column table of every key and its readable value."""
-    table = Table(title=title, box=box.SIMPLE, show_header=False, pad_edge=False)
+    table = Table(title=title, box=box.SIMPLE, show_header=False, show_edge=False)
     table.add_column("key", style="bold")
     table.add_column("value", justify="right")
     for key, value in stats.items():
@@ -109,11 +115,16 @@ def kv_table(stats: Mapping[str, StatValue], title: str | None = None) -> Table:
 
 def tubes_table(tubes: Sequence[Mapping[str, StatValue]], title: str | None = None) -> Table:
     """One row per tube."""
-    table = Table(title=title, box=box.SIMPLE)
+    table = Table(title=title, box=box.SIMPLE, show_edge=False)
     for heading, _key in TUBE_COLUMNS:
         table.add_column(heading, justify="left" if heading == "tube" else "right")
     for tube in tubes:
-        table.add_row(*(human(key, tube.get(key, "")) for _h, key in TUBE_COLUMNS))
+        table.add_row(
+            *(
+                "" if key in _BLANK_ZERO and tube.get(key) == 0 else human(key, tube.get(key, ""))
+                for _h, key in TUBE_COLUMNS
+            )
+        )
     return table
 
 

@@ -26,8 +26,8 @@ from beanpole.statsclient import Stats, StatsClient, StatsError
 
 __all__ = ["Frame", "print_once", "render", "run"]
 
-#: Lines above the tube table: the server line, the jobs line, a blank line, the
-#: table's heading and rule, and the hint.
+#: Lines around the tube rows: the server, rates and jobs lines, a blank line, the
+#: table's heading, the hint, and one spare.
 _CHROME = 7
 
 
@@ -74,8 +74,8 @@ def render(name: str, now: Frame, before: Frame | None, rows: int | None = None)
         f"[bold]{name}[/]  {s.get('version', '?')}  up {duration(_int(s, 'uptime'))}  "
         f"connections {_int(s, 'current-connections')} "
         f"(producers {_int(s, 'current-producers')}, workers {_int(s, 'current-workers')}, "
-        f"waiting {_int(s, 'current-waiting')})  "
-        f"puts/s {puts}  reserves/s {reserves}  deletes/s {deletes}{draining}"
+        f"waiting {_int(s, 'current-waiting')}){draining}\n"
+        f"puts/s {puts}  reserves/s {reserves}  deletes/s {deletes}"
     )
     jobs = Text(
         f"jobs: ready {_int(s, 'current-jobs-ready'):,}  urgent {_int(s, 'current-jobs-urgent'):,}"
