@@ -137,9 +137,12 @@ def test_http_port_in_use_fails_the_start_and_frees_the_queue_port() -> None:
         taken.listen()
         port = taken.getsockname()[1]
         srv = beanpole.Server(port=0, http=str(port))
-        with pytest.raises(OSError):
+        with pytest.raises(OSError, match=f"cannot serve HTTP on {port}"):
             srv.start()
         assert not srv.running
+        queue_port = srv.port
+    with socket.create_server(("127.0.0.1", queue_port)):  # released by the failed start
+        pass
 
 
 def test_with_a_log_the_binlog_figures_and_health_are_exported(tmp_path: Path) -> None:
@@ -297,6 +300,23 @@ def test_serve_http_from_the_command_line(children: list[Child]) -> None:
     child.wait_line(r"SIGUSR1: draining")  # printed once drain mode is on
     assert get(address, "/readyz") == (503, "not ready: draining\n")
     assert child.stop() == 0
+
+
+def test_serve_http_port_in_use_exits_1_with_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "beanpole", "serve", "-p", "0", "--http", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    assert proc.returncode == 1
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("Error")]
+    assert lines == [f"Error: cannot serve HTTP on {port}: Address already in use"], proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_serve_bad_http_is_a_usage_error() -> None:

@@ -9,6 +9,7 @@ thread of its own, so a slow scrape does not hold up a health check.
 from __future__ import annotations
 
 import socket
+import socketserver
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,6 +56,14 @@ class _Handler(BaseHTTPRequestHandler):
 class _Listener(ThreadingHTTPServer):
     daemon_threads = True
     routes: Mapping[str, Route]
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind looks up the host's fully qualified name, which can
+        # wait on DNS; the name is only used for CGI variables, so skip it.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
 
 
 class _Listener6(_Listener):

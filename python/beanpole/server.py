@@ -307,10 +307,13 @@ class Server:
 
         try:
             self._http = serve_http(self, self._config.http)
-        except OSError:
+        except OSError as err:
             handle.stop()
             self._stopping = True
-            raise
+            reason = err.strerror or str(err)
+            raise OSError(
+                err.errno, f"cannot serve HTTP on {self._config.http}: {reason}"
+            ) from None
 
     def _stop_http(self) -> None:
         http, self._http = self._http, None
