@@ -231,6 +231,18 @@ def test_many_tubes_are_fetched_pipelined(any_server: Running) -> None:
     assert len(tubes) == n + 1
     assert sum(int(t["current-jobs-ready"]) for t in tubes) == n
     assert after["cmd-stats-tube"] == n + 1
+    # Past 500 rows the table is plain aligned text, one line per tube.
+    table = invoke("stats", "-H", f"{any_server.host}:{any_server.port}", "--tubes")
+    assert table.exit_code == 0, table.output
+    lines = table.output.splitlines()
+    assert lines[0].split()[:3] == ["tube", "ready", "urgent"]
+    assert len(lines) == 2 + n + 1
+    assert lines[-1].split()[:3] == [f"t{n - 1}", "1", "0"]
+    # top --once shows one screenful (25 lines off a terminal) and says how many more.
+    top = invoke("top", "--once", "-H", f"{any_server.host}:{any_server.port}")
+    assert top.exit_code == 0, top.output
+    assert len(top.output.splitlines()) <= 25
+    assert "more tubes)" in top.output.splitlines()[-1]
 
 
 def test_parse_body_keeps_hex_ids_and_reads_numbers() -> None:

@@ -103,6 +103,8 @@ def stats(
         click.echo(fmt_stats.to_json(data))
     elif fmt == "yaml":
         click.echo(fmt_stats.to_yaml(data), nl=False)
+    elif isinstance(data, list) and len(data) > fmt_stats.RICH_ROWS_MAX:
+        click.echo(fmt_stats.plain_tubes_table(data), nl=False)
     elif isinstance(data, list):
         _console().print(fmt_stats.tubes_table(data))
     else:

@@ -23,6 +23,7 @@ __all__ = [
     "duration",
     "human",
     "kv_table",
+    "plain_tubes_table",
     "prometheus_text",
     "size",
     "to_json",
@@ -113,18 +114,42 @@ def kv_table(stats: Mapping[str, StatValue], title: str | None = None) -> Table:
     return table
 
 
+#: Past this many rows a tube table is written as plain aligned text: rich measures
+#: and renders every cell, which takes seconds for thousands of rows.
+RICH_ROWS_MAX: Final = 500
+
+
+def tube_cells(tube: Mapping[str, StatValue]) -> list[str]:
+    """One tube's row as a table shows it (pauses of 0 left blank)."""
+    return [
+        "" if key in _BLANK_ZERO and tube.get(key) == 0 else human(key, tube.get(key, ""))
+        for _h, key in TUBE_COLUMNS
+    ]
+
+
+def plain_tubes_table(tubes: Sequence[Mapping[str, StatValue]]) -> str:
+    """The tube table as plain aligned text, for many rows: the same columns as
+    :func:`tubes_table`, names left-aligned, numbers right-aligned."""
+    headings = [heading for heading, _key in TUBE_COLUMNS]
+    rows = [tube_cells(tube) for tube in tubes]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headings)]
+
+    def line(cells: Sequence[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = (cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True))
+        return " " + "   ".join([first, *rest]).rstrip()
+
+    rule = "\u2500" * (sum(widths) + 3 * (len(widths) - 1) + 2)
+    return "\n".join([line(headings), rule, *(line(r) for r in rows)]) + "\n"
+
+
 def tubes_table(tubes: Sequence[Mapping[str, StatValue]], title: str | None = None) -> Table:
     """One row per tube."""
     table = Table(title=title, box=box.SIMPLE, show_edge=False)
     for heading, _key in TUBE_COLUMNS:
         table.add_column(heading, justify="left" if heading == "tube" else "right")
     for tube in tubes:
-        table.add_row(
-            *(
-                "" if key in _BLANK_ZERO and tube.get(key) == 0 else human(key, tube.get(key, ""))
-                for _h, key in TUBE_COLUMNS
-            )
-        )
+        table.add_row(*tube_cells(tube))
     return table
 
 

@@ -123,8 +123,10 @@ def render(name: str, now: Frame, before: Frame | None, rows: int | None = None)
 
 
 def print_once(client: StatsClient, console: Console) -> None:
-    """Print one frame (no rates: they need two)."""
-    console.print(render(client.name, fetch(client), None))
+    """Print one frame as the live view would show it on this console (a console that
+    is not a terminal counts as 25 lines); no rates: they need two frames."""
+    frame = fetch(client)
+    console.print(render(client.name, frame, None, max(console.size.height - _CHROME, 1)))
 
 
 @contextlib.contextmanager
