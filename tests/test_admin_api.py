@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import greenstalk
 import pytest
@@ -171,3 +172,30 @@ def test_snapshot_cap_keeps_the_busiest_tubes_and_sums_the_rest(server: beanpole
     for col in range(1, 12):
         assert capped.other[col] == sum(row[col] for row in left_out)
     assert capped.other[4] == 2  # the delayed jobs of t3
+
+
+def test_kick_hands_the_job_to_a_blocked_worker(server: beanpole.Server) -> None:
+    with client(server, "k") as producer, client(server, "k") as worker:
+        producer.put("x")
+        producer.bury(producer.reserve())
+        got: list[str] = []
+        waiter = threading.Thread(target=lambda: got.append(worker.reserve(timeout=10).body))
+        waiter.start()
+        deadline = time.monotonic() + 10
+        while server.tube_stats("k")["current-waiting"] != 1:
+            assert time.monotonic() < deadline, "the reserve never blocked"
+            time.sleep(0.001)
+        assert server.kick("k", 1) == 1
+        waiter.join(timeout=10)
+        assert got == ["x"]
+
+
+def test_kick_is_logged_and_survives_a_restart(tmp_path: Path) -> None:
+    with beanpole.Server(port=0, binlog_dir=str(tmp_path)) as srv, client(srv, "k") as c:
+        c.put("x")
+        c.bury(c.reserve())
+        assert srv.kick("k", 1) == 1
+    with beanpole.Server(port=0, binlog_dir=str(tmp_path)) as srv:
+        stats = srv.tube_stats("k")
+        assert (stats["current-jobs-ready"], stats["current-jobs-buried"]) == (1, 0)
+        assert srv.job_stats(1)["kicks"] == 1

@@ -222,6 +222,13 @@ def test_http_settings_from_the_environment() -> None:
         Config.from_env({"BEANPOLE_METRICS_MAX_TUBES": "-1"})
 
 
+def test_http_settings_from_a_toml_file(tmp_path: Path) -> None:
+    path = tmp_path / "beanpole.toml"
+    path.write_text('[beanpole]\nhttp = "0.0.0.0:9100"\nmetrics_max_tubes = 50\n')
+    config = Config.from_toml(path)
+    assert (config.http, config.metrics_max_tubes) == ("0.0.0.0:9100", 50)
+
+
 def test_ipv6_endpoint() -> None:
     try:
         with socket.socket(socket.AF_INET6) as probe:
