@@ -254,3 +254,15 @@ def test_parse_body_keeps_hex_ids_and_reads_numbers() -> None:
         "os": "#1 SMP",
         "draining": False,
     }
+
+
+def test_a_server_of_another_protocol_is_a_one_line_error() -> None:
+    """Pointed at beanpole's own HTTP endpoint, stats says what came back."""
+    with beanpole.Server(port=0, http="0") as srv:
+        address = srv.http_address
+        assert address is not None
+        result = invoke("stats", "-H", f"{address[0]}:{address[1]}")
+    line = one_line_error(result)
+    assert result.exit_code == 1
+    assert line.startswith(f"Error: {address[0]}:{address[1]} ")
+    assert "HTTP" in line or "closed the connection" in line

@@ -41,6 +41,9 @@ _TEXT_KEYS: Final = frozenset(
 _INT: Final = re.compile(r"-?[0-9]+\Z")
 _FLOAT: Final = re.compile(r"-?[0-9]+\.[0-9]+\Z")
 _RECV: Final = 256 * 1024
+#: The largest stats body accepted (list-tubes of a million long names fits): a bigger
+#: announced size is a broken or hostile server, not a reason to allocate.
+MAX_BODY: Final = 256 * 1024 * 1024
 
 
 class StatsError(Exception):
@@ -232,7 +235,7 @@ class StatsClient:
         header = self._line(sock)
         if header.startswith(b"OK "):
             size = header[3:]
-            if not size.isdigit():
+            if not size.isdigit() or int(size) > MAX_BODY:
                 raise StatsError(f"{self.name} sent a malformed reply: {header[:60]!r}")
             body = self._exact(sock, int(size) + 2)
             return body[:-2]
