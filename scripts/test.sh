@@ -14,6 +14,11 @@ if ! command -v beanstalkd >/dev/null 2>&1; then
         echo "note: beanstalkd is not installed; tests against it will be skipped" >&2
     fi
 fi
+# tmux runs `beanpole top` in a real terminal for its live-view test.
+if ! command -v tmux >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
+fi
 
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
 

@@ -76,6 +76,8 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "hooks",
         "hook_queue",
         "log_format",
+        "http",
+        "metrics_max_tubes",
     ]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from beanpole.admin import NotFoundError
 from beanpole.config import Config, ConfigError, ConfigWarning
 from beanpole.hooks import Event, HookError
 from beanpole.server import Server, ServerError
@@ -23,6 +24,7 @@ __all__ = [
     "ServerError",
     "__version__",
 ]
+__all__ += ["NotFoundError"]
 
 if TYPE_CHECKING:
     __version__: str

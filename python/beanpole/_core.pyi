@@ -5,6 +5,7 @@ from typing import Any, final
 
 __all__ = [
     "EVENT_KINDS",
+    "Admin",
     "EventStream",
     "ServerHandle",
     "__version__",
@@ -111,6 +112,31 @@ class EventStream:
         """Up to ``max`` events as (kind, job_id, tube, priority, at, detail); an empty
         list if none came within ``timeout``; None once the server stopped and all were
         taken."""
+_TubeRow = tuple[str, int, int, int, int, int, int, int, int, int, int, int, int, int]
+
+@final
+class Admin:
+    """The in-process admin calls of a running server. Each call releases the GIL while
+    it holds the store lock; a missing tube or job raises ``KeyError``."""
+
+    def __new__(cls, handle: ServerHandle) -> Admin:
+        """The admin calls of ``handle``; ``RuntimeError`` if it is stopped."""
+
+    def tube_stats(self, name: str) -> dict[str, _StatValue]: ...
+    def job_stats(self, id: int) -> dict[str, _StatValue]: ...
+    def tubes(self) -> list[str]: ...
+    def pause(self, name: str, seconds: int) -> None: ...
+    def kick(self, name: str, bound: int) -> int: ...
+    def snapshot(
+        self, max_tubes: int | None = None
+    ) -> tuple[dict[str, _StatValue], list[_TubeRow], _TubeRow | None]:
+        """``stats`` (with ``log-failing``/``log-errors`` when there is a log), every
+        tube as a tuple in ``stats-tube`` order, and with ``max_tubes`` the tubes left
+        out, summed (name ``_other``), or None."""
+
+    @property
+    def last_snapshot_lock_seconds(self) -> float:
+        """How long the latest snapshot held the store lock."""
 
 _Path = str | os.PathLike[str]
 

@@ -25,6 +25,8 @@ from click.core import ParameterSource
 
 from beanpole import logs
 from beanpole.binlog import binlog
+from beanpole.cli_ops import register as register_ops
+from beanpole.cli_ops import report_http
 from beanpole.config import CONFIG_FILE_ENV, LOG_FORMATS, Config, ConfigError, env_var, help_text
 from beanpole.hooks import HookError, load_hook
 from beanpole.server import Server, ServerError
@@ -52,6 +54,8 @@ _SETTINGS = (
     "hooks",
     "hook_queue",
     "log_format",
+    "http",
+    "metrics_max_tubes",
 )
 
 
@@ -166,6 +170,8 @@ mode (every put is then answered DRAINING).
 )
 @click.option("--hook-queue", type=int, metavar="N", help=_help("hook_queue"))
 @click.option("--log-format", type=click.Choice(LOG_FORMATS), help=_help("log_format"))
+@click.option("--http", metavar="[HOST:]PORT", help=_help("http", "off"))
+@click.option("--metrics-max-tubes", type=int, metavar="N", help=_help("metrics_max_tubes"))
 @click.pass_context
 def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> None:
     """Run a server until SIGTERM or SIGINT."""
@@ -250,6 +256,7 @@ def _report_listening(server: Server) -> None:
     _LOG.info(
         "beanpole %s listening on %s; %s", _version(), where, log, extra={"bare": True}
     )
+    report_http(server)
 
 
 def _report_signal(sig: signal.Signals) -> None:
@@ -263,6 +270,7 @@ def _say(line: str) -> None:
 
 
 cli.add_command(binlog)
+register_ops(cli)  # stats, top, exporter
 
 
 def main(argv: Sequence[str] | None = None) -> None:

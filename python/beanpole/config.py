@@ -98,6 +98,9 @@ class ConfigChanges(TypedDict, total=False):
     hooks: tuple[str, ...]
     hook_queue: int
     log_format: str
+    # -- metrics and the HTTP endpoint --
+    http: str | None
+    metrics_max_tubes: int
 
 
 def _setting(default: _T, *, flag: str, doc: str) -> _T:
@@ -183,6 +186,19 @@ class Config:
         flag="--log-format",
         doc="Format of log lines on stderr: text or json.",
     )
+    # -- metrics and the HTTP endpoint --
+    http: str | None = _setting(
+        None,
+        flag="--http",
+        doc="Serve /metrics (Prometheus), /healthz and /readyz over HTTP on [HOST:]PORT; "
+        "loopback when no host is given.",
+    )
+    metrics_max_tubes: int = _setting(
+        1000,
+        flag="--metrics-max-tubes",
+        doc="Tubes with series of their own in /metrics (the busiest); the rest are "
+        'summed under tube="_other".',
+    )
 
     def __post_init__(self) -> None:
         _check_listen(self.listen)
@@ -214,6 +230,8 @@ class Config:
                 f"must be one of {', '.join(LOG_FORMATS)}, got {self.log_format!r}",
                 field="log_format",
             )
+        _check_http(self.http)
+        _check_int("metrics_max_tubes", self.metrics_max_tubes, low=0, high=_INT64_MAX)
 
     # -- building -----------------------------------------------------------------------
 
@@ -376,6 +394,17 @@ def _check_hooks(value: object) -> tuple[str, ...]:
         if not sep or not module.strip() or not function.strip():
             raise ConfigError(f"must be MODULE:FUNCTION, got {spec!r}", field="hooks")
     return tuple(value)
+def _check_http(value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise ConfigError(f"must be [HOST:]PORT or None, got {value!r}", field="http")
+    from beanpole.addr import parse_http
+
+    try:
+        parse_http(value)
+    except ValueError as err:
+        raise ConfigError(f"must be [HOST:]PORT: {err}", field="http") from None
 
 
 def _check_names(names: Mapping[str, object], *, what: str) -> None:
@@ -446,6 +475,8 @@ _ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "hooks": _parse_list,
     "hook_queue": _parse_int,
     "log_format": _parse_str,
+    "http": _parse_str,
+    "metrics_max_tubes": _parse_int,
 }
 
 

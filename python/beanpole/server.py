@@ -25,7 +25,9 @@ from beanpole.config import Config, ConfigChanges
 from beanpole.hooks import Dispatcher, Hook, check_kind
 
 if TYPE_CHECKING:
-    from beanpole._core import ServerHandle, _StatValue
+    from beanpole._core import Admin, ServerHandle, _StatValue
+    from beanpole.admin import Snapshot
+    from beanpole.http import HttpServer
 
 __all__ = ["Server", "ServerError"]
 
@@ -58,6 +60,9 @@ class Server:
         self._address: tuple[str, int] | str | None = None
         self._stopping = False
         self._hooks = Dispatcher(self._config.hook_queue)
+        # Admin calls and the HTTP endpoint (see the section at the end of the class).
+        self._admin: Admin | None = None
+        self._http: HttpServer | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -94,6 +99,7 @@ class Server:
             self._handle = handle
             self._address = handle.address
             self._hooks.attach(handle)
+            self._start_http(handle)
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -108,6 +114,7 @@ class Server:
                 return
             first = not self._stopping
             self._stopping = True
+        self._stop_http()
         if first:
             handle.stop(timeout)
             # The hooks get what was queued before the stop (the shutdown event last).
@@ -302,6 +309,85 @@ class Server:
         """The values of the ``stats`` command, keyed as on the wire (``current-jobs-ready``)."""
         return dict(self._running_handle().stats())
 
+    # -- admin calls, metrics and the HTTP endpoint ---------------------------------------
+
+    def tube_stats(self, name: str) -> dict[str, _StatValue]:
+        """The values of ``stats-tube NAME``; :class:`~beanpole.NotFoundError` if there is
+        no such tube."""
+        return dict(_admin_call(self._admin_handle().tube_stats, name))
+
+    def job_stats(self, id: int) -> dict[str, _StatValue]:
+        """The values of ``stats-job ID``; :class:`~beanpole.NotFoundError` if there is
+        no such job."""
+        return dict(_admin_call(self._admin_handle().job_stats, id))
+
+    def tubes(self) -> list[str]:
+        """The names of every tube, in ``list-tubes`` order."""
+        return self._admin_handle().tubes()
+
+    def pause(self, tube: str, seconds: int) -> None:
+        """``pause-tube``: no job of ``tube`` is reserved for ``seconds`` (0 unpauses)."""
+        _admin_call(self._admin_handle().pause, tube, seconds)
+
+    def kick(self, tube: str, n: int) -> int:
+        """``kick`` on ``tube``: up to ``n`` buried jobs, or delayed ones if none is
+        buried. Returns how many were kicked."""
+        return _admin_call(self._admin_handle().kick, tube, n)
+
+    def snapshot(self, max_tubes: int | None = None) -> Snapshot:
+        """``stats`` (with the log's health) and every tube's ``stats-tube``, read under
+        one acquisition of the store lock: what the metrics are built from.
+
+        With ``max_tubes``, only the tubes holding the most jobs are listed (ties go to
+        the tube listed first) and the others are summed in ``other``.
+        """
+        from beanpole.admin import Snapshot
+
+        admin = self._admin_handle()
+        server, tubes, other = admin.snapshot(max_tubes)
+        return Snapshot(server, tubes, other, admin.last_snapshot_lock_seconds)
+
+    @property
+    def last_snapshot_lock_seconds(self) -> float:
+        """How long the latest :meth:`snapshot` (e.g. a ``/metrics`` scrape) held the
+        store lock, in seconds; 0.0 before the first."""
+        return 0.0 if self._admin is None else self._admin.last_snapshot_lock_seconds
+
+    @property
+    def http_address(self) -> tuple[str, int] | None:
+        """``(host, port)`` the HTTP endpoint (``/metrics``, ``/healthz``, ``/readyz``)
+        listens on, or None without ``http`` in the config."""
+        http = self._http
+        return None if http is None else http.address
+
+    def _admin_handle(self) -> Admin:
+        handle = self._running_handle()
+        if self._admin is None:
+            from beanpole._core import Admin
+
+            self._admin = Admin(handle)
+        return self._admin
+
+    def _start_http(self, handle: ServerHandle) -> None:
+        if self._config.http is None:
+            return
+        from beanpole.http import serve_http
+
+        try:
+            self._http = serve_http(self, self._config.http)
+        except OSError as err:
+            handle.stop()
+            self._stopping = True
+            reason = err.strerror or str(err)
+            raise OSError(
+                err.errno, f"cannot serve HTTP on {self._config.http}: {reason}"
+            ) from None
+
+    def _stop_http(self) -> None:
+        http, self._http = self._http, None
+        if http is not None:
+            http.close()
+
     def __repr__(self) -> str:
         if self._handle is None:
             state = "stopped" if self._stopping else "not started"
@@ -346,6 +432,19 @@ class Server:
                 return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
+
+
+_R = TypeVar("_R")
+
+
+def _admin_call(call: Callable[..., _R], *args: object) -> _R:
+    """Run an admin call, turning a missing tube or job into NotFoundError."""
+    try:
+        return call(*args)
+    except KeyError as err:
+        from beanpole.admin import NotFoundError
+
+        raise NotFoundError(*err.args) from None
 
 
 def _start_native(cfg: Config) -> ServerHandle:

@@ -3,6 +3,7 @@
 //! Only this crate depends on pyo3. It exposes [`PyServerHandle`] over the engine's
 //! `ServerHandle`; every call that can block (start, stop, wait) releases the GIL.
 
+mod admin;
 mod binlog;
 mod events;
 
@@ -276,6 +277,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyServerHandle>()?;
     m.add_class::<events::PyEventStream>()?;
     m.add("EVENT_KINDS", events::kind_names())?;
+    m.add_class::<admin::PyAdmin>()?;
     m.add_function(wrap_pyfunction!(binlog::binlog_dump, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_verify, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_compact, m)?)?;

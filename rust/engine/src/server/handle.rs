@@ -334,6 +334,13 @@ impl ServerHandle {
     pub fn waiter(&self) -> Arc<Done> {
         Arc::clone(&self.done)
     }
+
+    // -- in-process admin calls (see admin.rs) --
+
+    /// The admin calls of this server (stats, tubes, pause, kick, snapshots).
+    pub fn admin(&self) -> super::Admin {
+        super::Admin::new(Arc::clone(&self.shared))
+    }
 }
 
 impl Drop for ServerHandle {

@@ -5,6 +5,7 @@
 //! them share one [`Shared`]: the store behind a mutex, the clock's alarm, the stop
 //! flag and the count of running connections.
 
+mod admin;
 mod clock;
 mod conn;
 mod engine;
@@ -21,6 +22,7 @@ use std::time::Instant;
 
 use tokio::sync::Notify;
 
+pub use self::admin::{Admin, AdminError, Snapshot};
 pub use self::handle::{Control, Done, ServerConfig, ServerError, ServerHandle};
 pub use self::listener::{BoundAddr, ListenAddr, Listener};
 use crate::events::EventHub;

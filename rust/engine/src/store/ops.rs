@@ -396,6 +396,17 @@ impl Store {
         let Some(tube) = self.conn(conn).map(|c| c.use_tube) else {
             return 0;
         };
+        self.kick_in(tube, bound, now)
+    }
+
+    /// `kick n` on the tube named `name`, for the in-process admin calls: None if
+    /// there is no such tube.
+    pub fn kick_tube(&mut self, name: &[u8], bound: u32, now: u64) -> Option<u32> {
+        let tube = self.tubes.find(name)?;
+        Some(self.kick_in(tube, bound, now))
+    }
+
+    fn kick_in(&mut self, tube: u32, bound: u32, now: u64) -> u32 {
         let from_buried = !self.tubes.get(tube).buried.is_empty();
         let mut kicked = 0;
         while kicked < bound {
@@ -498,12 +509,16 @@ impl Store {
 
     pub fn stats_tube(&self, name: &[u8], now: u64) -> Option<TubeStats> {
         let slot = self.tubes.find(name)?;
+        Some(self.tube_stats_of(slot, self.wide_waiting_on(slot), now))
+    }
+
+    fn tube_stats_of(&self, slot: u32, wide_waiting: u64, now: u64) -> TubeStats {
         let t = self.tubes.get(slot);
         let (pause, left) = match t.pause {
             Some(p) if p.until > now => (p.length / SECOND, (p.until - now) / SECOND),
             _ => (0, 0),
         };
-        Some(TubeStats {
+        TubeStats {
             name: t.name.to_vec(),
             urgent: t.urgent_ct,
             ready: t.ready.len() as u64,
@@ -513,12 +528,32 @@ impl Store {
             total_jobs: t.total_jobs,
             using: u64::from(t.using_ct),
             watching: u64::from(t.watching_ct),
-            waiting: u64::from(t.waiting_ct) + self.wide_waiting_on(slot),
+            waiting: u64::from(t.waiting_ct) + wide_waiting,
             cmd_delete: t.delete_ct,
             cmd_pause_tube: t.pause_ct,
             pause,
             pause_time_left: left,
-        })
+        }
+    }
+
+    /// `stats-tube` of every tube, in listing order, in one pass: the wide waiters
+    /// are counted once for all tubes instead of once per tube.
+    pub fn stats_tubes(&self, now: u64) -> Vec<TubeStats> {
+        // Tube slot -> wide waiters watching it; empty (no allocation) in the usual
+        // case of no connection watching more than a few tubes.
+        let mut wide: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+        for &(conn, _) in &self.wide_waiters {
+            if let Some(c) = self.conn(conn) {
+                for &tube in &c.watch {
+                    *wide.entry(tube).or_default() += 1;
+                }
+            }
+        }
+        self.tubes
+            .order()
+            .iter()
+            .map(|&slot| self.tube_stats_of(slot, wide.get(&slot).copied().unwrap_or(0), now))
+            .collect()
     }
 
     pub fn stats_job(&self, id: u64, now: u64) -> Option<JobStats> {

@@ -271,3 +271,43 @@ fn repeated_deadlines_at_one_instant_do_not_pile_up_timers() {
     assert_eq!(st.stats().job_timeouts, 1);
     assert_eq!(job(&st, id, 60 * S).timeouts, 1);
 }
+
+// ----- admin calls --------------------------------------------------------------
+
+#[test]
+fn stats_tubes_agrees_with_stats_tube_for_every_tube() {
+    let mut st = store();
+    let wide = conn(&mut st);
+    for i in 0..12 {
+        st.watch(wide, format!("t{i}").as_bytes());
+    }
+    let narrow = conn(&mut st);
+    st.watch(narrow, b"t3");
+    st.use_tube(narrow, b"t3");
+    put(&mut st, narrow, 1, 0, 10, S);
+    put(&mut st, narrow, 2000, 5, 10, S);
+    assert!(matches!(st.reserve(wide, None, S), ReserveOutcome::Now(_)));
+    assert!(matches!(st.reserve(wide, None, S), ReserveOutcome::Waiting));
+    let all = st.stats_tubes(2 * S);
+    let names: Vec<Vec<u8>> = st.list_tubes().iter().map(|n| n.to_vec()).collect();
+    assert_eq!(all.len(), names.len());
+    for (t, name) in all.iter().zip(&names) {
+        let one = st.stats_tube(name, 2 * S).unwrap();
+        assert_eq!(format!("{t:?}"), format!("{one:?}"));
+    }
+    assert!(all.iter().any(|t| t.waiting == 1));
+}
+
+#[test]
+fn kick_tube_kicks_in_the_named_tube() {
+    let mut st = store();
+    let c = conn(&mut st);
+    st.use_tube(c, b"late");
+    put(&mut st, c, 1, 5, 10, S);
+    put(&mut st, c, 1, 5, 10, S);
+    st.use_tube(c, b"default");
+    assert_eq!(st.kick_tube(b"late", 1, 2 * S), Some(1));
+    assert_eq!(st.stats_tube(b"late", 2 * S).unwrap().ready, 1);
+    assert_eq!(st.kick_tube(b"nope", 1, 2 * S), None);
+    ok(&st);
+}

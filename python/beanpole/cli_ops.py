@@ -1,0 +1,275 @@
+"""The operator's commands: ``beanpole stats``, ``beanpole top`` and ``beanpole exporter``.
+
+All three talk the beanstalkd protocol over a socket (:mod:`beanpole.statsclient`), so they
+work against any beanstalkd-protocol server, beanpole or stock beanstalkd. Errors (an
+unreachable server, a missing tube or job) are one line on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Final
+
+import click
+
+from beanpole.config import Config, help_text
+from beanpole.statsclient import Stats, StatsClient, StatsError
+
+if TYPE_CHECKING:
+    from beanpole.metrics import MetricsBuilder
+    from beanpole.server import Server
+
+__all__ = ["exporter", "register", "report_http", "stats", "top"]
+
+_HOST_ENV: Final = "BEANPOLE_HOST"
+_DEFAULT_HOST: Final = "127.0.0.1:11300"
+_FORMATS: Final = ("table", "json", "yaml", "prometheus")
+_DEFAULT_MAX_TUBES: Final = Config().metrics_max_tubes
+
+_host_option = click.option(
+    "-H",
+    "--host",
+    envvar=_HOST_ENV,
+    default=_DEFAULT_HOST,
+    metavar="HOST:PORT|unix:PATH",
+    help=f"Server to ask (beanpole or beanstalkd).  [default: {_DEFAULT_HOST}; env: {_HOST_ENV}]",
+)
+
+
+def _client(host: str) -> StatsClient:
+    try:
+        return StatsClient(host)
+    except StatsError as err:
+        raise click.BadParameter(str(err), param_hint="'-H' / '--host'") from None
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    # Not a terminal (a pipe, a file): wide enough that tables are not squeezed.
+    return Console(width=None if sys.stdout.isatty() else 200)
+
+
+@click.command()
+@_host_option
+@click.option(
+    "--tube", "tube_names", multiple=True, metavar="NAME", help="Stats of this tube (repeatable)."
+)
+@click.option("--tubes", "all_tubes", is_flag=True, help="One row per tube, every tube.")
+@click.option(
+    "--job", "job_id", type=click.IntRange(min=0), metavar="ID", help="Stats of this job."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(_FORMATS),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+def stats(
+    host: str, tube_names: Sequence[str], all_tubes: bool, job_id: int | None, fmt: str
+) -> None:
+    """Show a server's stats: server-wide by default, or of tubes or a job."""
+    from beanpole import stats as fmt_stats
+
+    if job_id is not None and (tube_names or all_tubes):
+        raise click.UsageError("--job cannot be combined with --tube or --tubes")
+    if job_id is not None and fmt == "prometheus":
+        raise click.UsageError("--format prometheus shows server and tube stats, not a job")
+    try:
+        with _client(host) as client:
+            if job_id is not None:
+                data: Stats | list[Stats] = client.stats_job(job_id)
+            elif fmt == "prometheus":
+                server = client.stats()
+                names = list(tube_names) if tube_names else client.list_tubes()
+                tubes = _existing(client, names, strict=bool(tube_names))
+                click.echo(fmt_stats.prometheus_text(server, tubes), nl=False)
+                return
+            elif tube_names or all_tubes:
+                names = list(tube_names) if tube_names else client.list_tubes()
+                data = _existing(client, names, strict=bool(tube_names))
+            else:
+                data = client.stats()
+    except StatsError as err:
+        raise click.ClickException(str(err)) from None
+    if fmt == "json":
+        click.echo(fmt_stats.to_json(data))
+    elif fmt == "yaml":
+        click.echo(fmt_stats.to_yaml(data), nl=False)
+    elif isinstance(data, list) and len(data) > fmt_stats.RICH_ROWS_MAX:
+        click.echo(fmt_stats.plain_tubes_table(data), nl=False)
+    elif isinstance(data, list):
+        _console().print(fmt_stats.tubes_table(data))
+    else:
+        title = f"job {job_id}" if job_id is not None else f"stats of {client.name}"
+        _console().print(fmt_stats.kv_table(data, title=title))
+
+
+def _existing(client: StatsClient, names: Sequence[str], *, strict: bool) -> list[Stats]:
+    """The stats of ``names``; with ``strict`` a missing tube is an error (the others
+    may have gone away since they were listed)."""
+    out: list[Stats] = []
+    for name, found in zip(names, client.stats_tubes(names), strict=True):
+        if found is not None:
+            out.append(found)
+        elif strict:
+            raise StatsError(f"no tube named {name!r} on {client.name}")
+    return out
+
+
+@click.command()
+@_host_option
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=1.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds between refreshes.",
+)
+@click.option("--once", is_flag=True, help="Print one frame and exit.")
+def top(host: str, interval: float, once: bool) -> None:
+    """A live view of a server: jobs, connections, rates and the busiest tubes.
+
+    Press q to quit.
+    """
+    from beanpole import top as live
+
+    client = _client(host)
+    try:
+        if once:
+            live.print_once(client, _console())
+        else:
+            live.run(client, interval)
+    except StatsError as err:
+        raise click.ClickException(str(err)) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        client.close()
+
+
+@click.command()
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    required=True,
+    metavar="HOST:PORT",
+    help="A beanstalkd-protocol server to export (repeatable; unix:PATH works too).",
+)
+@click.option(
+    "--http",
+    "http",
+    required=True,
+    metavar="[HOST:]PORT",
+    help="Serve /metrics here; loopback when no host is given.",
+)
+@click.option(
+    "--metrics-max-tubes",
+    type=click.IntRange(min=0),
+    default=_DEFAULT_MAX_TUBES,
+    show_default=True,
+    metavar="N",
+    help=help_text("metrics_max_tubes"),
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long a scrape waits for each server.",
+)
+def exporter(targets: Sequence[str], http: str, metrics_max_tubes: int, timeout: float) -> None:
+    """Serve Prometheus metrics of beanstalkd-protocol servers (label `server`).
+
+    The metric names are those of `beanpole serve --http`, so the same dashboards and
+    alerts work for stock beanstalkd. Runs until SIGTERM or SIGINT.
+    """
+    from beanpole.addr import describe, parse_server
+    from beanpole.http import HttpServer, metrics_route
+
+    try:
+        addresses = [parse_server(t) for t in targets]
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="'--target'") from None
+    labelled = [(describe(a), a) for a in addresses]
+    pool = ThreadPoolExecutor(max_workers=min(8, len(labelled)), thread_name_prefix="scrape")
+
+    def fetch(address: Any) -> Any:
+        try:
+            with StatsClient(address, timeout=timeout) as client:
+                return client.snapshot()
+        except StatsError:
+            return None
+
+    def collect_into(builder: MetricsBuilder) -> None:
+        from beanpole.admin import row_of
+
+        for (label, _a), result in zip(
+            labelled, pool.map(fetch, [a for _l, a in labelled]), strict=True
+        ):
+            builder.add_up(result is not None, [label])
+            if result is not None:
+                server, tubes = result
+                rows = [row_of(t) for t in tubes]
+                builder.add(server, rows, max_tubes=metrics_max_tubes, label_values=[label])
+
+    def healthz() -> tuple[int, str, bytes]:
+        return 200, "text/plain; charset=utf-8", b"ok\n"
+
+    try:
+        endpoint = HttpServer(
+            http, {"/metrics": metrics_route(collect_into, ("server",)), "/healthz": healthz}
+        )
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="'--http'") from None
+    except OSError as err:
+        raise click.ClickException(f"cannot listen on {http}: {err.strerror or err}") from None
+    host, port = endpoint.address
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    names = ", ".join(label for label, _ in labelled)
+    click.echo(f"beanpole exporter: http://{shown}/metrics for {names}", err=True)
+    sys.stderr.flush()
+    _wait_for_stop_signal()
+    endpoint.close()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _wait_for_stop_signal() -> None:
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stop.wait()
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def report_http(server: Server) -> None:
+    """The start line of ``serve --http``: where the metrics are."""
+    address = server.http_address
+    if address is None:
+        return
+    host, port = address
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    logging.getLogger("beanpole").info("metrics on http://%s/metrics", shown)
+
+
+def register(group: click.Group) -> None:
+    """Add the operator's commands to the ``beanpole`` group."""
+    for command in (stats, top, exporter):
+        group.add_command(command)

@@ -1,0 +1,209 @@
+//! [`Admin`]: the in-process admin calls of an embedded server (stats, tubes, pause,
+//! kick) and the bulk snapshot the metrics are built from.
+//!
+//! Each call takes the store lock once, like one command of a connection, and
+//! settles afterwards as a connection does (wakeups, the clock, the log), so a kick
+//! or a pause from here behaves exactly as one sent over the protocol. Nothing here
+//! runs unless it is called.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use thiserror::Error;
+
+use super::Shared;
+use crate::stats::{JobStats, StatValue, TubeStats};
+
+/// Why an admin call did nothing.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum AdminError {
+    #[error("no tube named '{0}'")]
+    NoTube(String),
+    #[error("no job with id {0}")]
+    NoJob(u64),
+    #[error("the log has no room for the change; try again once it has caught up")]
+    NoLogRoom,
+}
+
+/// Everything the metrics need, read under one acquisition of the store lock.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The `stats` values, as ordered pairs.
+    pub server: Vec<(&'static str, StatValue)>,
+    /// Every tube's `stats-tube`, in listing order; with a cap, only the tubes kept.
+    pub tubes: Vec<TubeStats>,
+    /// With a cap that left tubes out: their figures summed, named `_other` (pause
+    /// fields zero).
+    pub other: Option<TubeStats>,
+    /// How long the store lock was held for this snapshot, in nanoseconds.
+    pub lock_ns: u64,
+    /// The log's health, when there is a log: (failing now, errors seen so far).
+    pub log_health: Option<(bool, u64)>,
+}
+
+/// The admin side of a running server; cheap to clone, usable from any thread.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    shared: Arc<Shared>,
+    /// Lock hold time of the latest [`Admin::snapshot`], in nanoseconds. An atomic:
+    /// written by whichever thread took the snapshot, read by any other.
+    last_lock_ns: Arc<AtomicU64>,
+}
+
+impl Admin {
+    pub(super) fn new(shared: Arc<Shared>) -> Admin {
+        Admin {
+            shared,
+            last_lock_ns: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// `stats-tube NAME`.
+    pub fn tube_stats(&self, name: &[u8]) -> Result<TubeStats, AdminError> {
+        let now = self.shared.now();
+        self.shared
+            .lock()
+            .stats_tube(name, now)
+            .ok_or_else(|| AdminError::NoTube(lossy(name)))
+    }
+
+    /// `stats-job ID`.
+    pub fn job_stats(&self, id: u64) -> Result<JobStats, AdminError> {
+        let now = self.shared.now();
+        self.shared
+            .lock()
+            .stats_job(id, now)
+            .ok_or(AdminError::NoJob(id))
+    }
+
+    /// `list-tubes`.
+    pub fn tubes(&self) -> Vec<Vec<u8>> {
+        let store = self.shared.lock();
+        store.list_tubes().into_iter().map(<[u8]>::to_vec).collect()
+    }
+
+    /// `pause-tube NAME SECONDS`.
+    pub fn pause(&self, name: &[u8], seconds: u32) -> Result<(), AdminError> {
+        let now = self.shared.now();
+        let (found, settled) = {
+            let mut store = self.shared.lock();
+            let found = store.pause_tube(name, seconds, now);
+            (found, self.shared.settle(&mut store))
+        };
+        self.shared.write_log(self.shared.finish(settled));
+        if found {
+            Ok(())
+        } else {
+            Err(AdminError::NoTube(lossy(name)))
+        }
+    }
+
+    /// `kick BOUND` on tube `name`: buried jobs if it has any, else delayed ones.
+    /// Returns how many were kicked.
+    pub fn kick(&self, name: &[u8], bound: u32) -> Result<u32, AdminError> {
+        let now = self.shared.now();
+        let (kicked, settled) = {
+            let mut store = self.shared.lock();
+            if !store.log_room_for_update() {
+                return Err(AdminError::NoLogRoom);
+            }
+            let kicked = store.kick_tube(name, bound, now);
+            (kicked, self.shared.settle(&mut store))
+        };
+        // The kicks' records are written; nothing waits for them, as for a
+        // connection that has hung up.
+        self.shared.write_log(self.shared.finish(settled));
+        kicked.ok_or_else(|| AdminError::NoTube(lossy(name)))
+    }
+
+    /// `stats` and every tube's `stats-tube` under one acquisition of the lock.
+    ///
+    /// With `max_tubes`, only that many tubes are kept, those holding the most jobs
+    /// (ties go to the tube listed first, so the same tubes are kept from one
+    /// snapshot to the next), in listing order; the others are summed in `other`.
+    /// The choice is made after the lock is released.
+    pub fn snapshot(&self, max_tubes: Option<usize>) -> Snapshot {
+        let now = self.shared.now();
+        let (server, tubes, lock_ns) = {
+            let store = self.shared.lock();
+            let start = Instant::now();
+            let server = self.shared.stats_pairs(&store);
+            let tubes = store.stats_tubes(now);
+            (server, tubes, start.elapsed().as_nanos() as u64)
+        };
+        self.last_lock_ns.store(lock_ns, Ordering::Relaxed);
+        let log_health = self
+            .shared
+            .log_pipe
+            .as_ref()
+            .map(|p| (p.failing(), p.errors.load(Ordering::Relaxed)));
+        let (tubes, other) = match max_tubes {
+            Some(cap) if tubes.len() > cap => cap_tubes(tubes, cap),
+            _ => (tubes, None),
+        };
+        Snapshot {
+            server,
+            tubes,
+            other,
+            lock_ns,
+            log_health,
+        }
+    }
+
+    /// Lock hold time of the latest snapshot, in nanoseconds (0 before the first).
+    pub fn last_snapshot_lock_ns(&self) -> u64 {
+        self.last_lock_ns.load(Ordering::Relaxed)
+    }
+}
+
+/// Keep the `cap` tubes with the most jobs (in listing order), sum the rest.
+fn cap_tubes(tubes: Vec<TubeStats>, cap: usize) -> (Vec<TubeStats>, Option<TubeStats>) {
+    let jobs = |t: &TubeStats| t.ready + t.reserved + t.delayed + t.buried;
+    let mut order: Vec<usize> = (0..tubes.len()).collect();
+    // Most jobs first, then listing order: a total order, so the choice is stable.
+    order.sort_unstable_by(|&a, &b| jobs(&tubes[b]).cmp(&jobs(&tubes[a])).then(a.cmp(&b)));
+    let mut keep = vec![false; tubes.len()];
+    for &i in &order[..cap] {
+        keep[i] = true;
+    }
+    let mut other = TubeStats {
+        name: b"_other".to_vec(),
+        urgent: 0,
+        ready: 0,
+        reserved: 0,
+        delayed: 0,
+        buried: 0,
+        total_jobs: 0,
+        using: 0,
+        watching: 0,
+        waiting: 0,
+        cmd_delete: 0,
+        cmd_pause_tube: 0,
+        pause: 0,
+        pause_time_left: 0,
+    };
+    let mut kept = Vec::with_capacity(cap);
+    for (t, keep) in tubes.into_iter().zip(keep) {
+        if keep {
+            kept.push(t);
+            continue;
+        }
+        other.urgent += t.urgent;
+        other.ready += t.ready;
+        other.reserved += t.reserved;
+        other.delayed += t.delayed;
+        other.buried += t.buried;
+        other.total_jobs += t.total_jobs;
+        other.using += t.using;
+        other.watching += t.watching;
+        other.waiting += t.waiting;
+        other.cmd_delete += t.cmd_delete;
+        other.cmd_pause_tube += t.cmd_pause_tube;
+    }
+    (kept, Some(other))
+}
+
+fn lossy(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
+}
