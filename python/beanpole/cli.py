@@ -22,6 +22,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from beanpole import systemd
 from beanpole.binlog import binlog
 from beanpole.config import CONFIG_FILE_ENV, Config, ConfigError, env_var, help_text
 from beanpole.server import Server, ServerError
@@ -35,6 +36,7 @@ _DEFAULTS = Config()
 _SETTINGS = (
     "listen",
     "port",
+    "unix_mode",
     "max_job_size",
     "user",
     "verbose",
@@ -92,14 +94,22 @@ def cli() -> None:
 
 
 _SERVE_EPILOG = f"""\b
-By default beanpole listens on {_DEFAULTS.listen} (loopback only), so only
+By default beanpole listens on {_DEFAULTS.listen[0]} (loopback only), so only
 this machine can connect; beanstalkd listens on all interfaces by default.
 Use -l 0.0.0.0 to listen on all IPv4 interfaces (or -l :: for IPv6).
+-l can be given several times (-l 127.0.0.1 -l ::1 -l unix:/run/beanpole.sock);
+-p is the port of the addresses given without one (127.0.0.1:11301, [::1]:11301).
+BEANPOLE_LISTEN takes a comma-separated list, the TOML file a list.
+
+\b
+systemd: sockets passed by socket activation (LISTEN_FDS) are served instead
+of the -l addresses; with NOTIFY_SOCKET set, READY=1 is sent once serving
+and STOPPING=1 when stopping (Type=notify).
 
 \b
 Precedence: flag > BEANPOLE_* environment variable > --config file > default.
 The TOML file holds the settings under [beanpole] (or at the top level) with
-the field names: listen, port, max_job_size, user, verbose, threads,
+the field names: listen, port, unix_mode, max_job_size, user, verbose, threads,
 binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt.
 
 \b
@@ -118,9 +128,11 @@ mode (every put is then answered DRAINING).
     "-l",
     "--listen",
     metavar="ADDR",
-    help=_help("listen", f"{_DEFAULTS.listen} (loopback only)"),
+    multiple=True,
+    help=_help("listen", f"{_DEFAULTS.listen[0]} (loopback only)"),
 )
 @click.option("-p", "--port", type=int, metavar="PORT", help=_help("port"))
+@click.option("--unix-mode", metavar="MODE", help=_help("unix_mode"))
 @click.option("-z", "--max-job-size", type=int, metavar="BYTES", help=_help("max_job_size"))
 @click.option("-u", "--user", metavar="USER", help=_help("user"))
 @click.option("-V", "--verbose", count=True, help=_help("verbose"))
@@ -169,20 +181,39 @@ def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> Non
         # -f turns syncing on, as in beanstalkd, whatever the environment or file say.
         flags["no_fsync"] = False
     config = _load_config(ctx, config_file, flags)
-    server = Server(config)
     try:
-        server.serve_forever(on_ready=_report_listening, on_signal=_report_signal)
+        inherited = systemd.listen_fds()
+    except systemd.SystemdError as err:
+        raise click.ClickException(f"socket activation: {err}") from None
+    server = Server(config, listen_fds=inherited)
+    notifier = systemd.Notifier(on_error=_report_notify_error)
+
+    def on_ready(server: Server) -> None:
+        _report_listening(server)
+        notifier.ready(f"listening on {_format_addresses(server)}")
+
+    def on_signal(sig: signal.Signals) -> None:
+        if sig == signal.SIGUSR1:
+            notifier.status("draining (puts are refused)")
+        else:
+            notifier.stopping()
+        _report_signal(sig)
+
+    try:
+        server.serve_forever(on_ready=on_ready, on_signal=on_signal)
     except OSError as err:
         if err.errno is None:
             # Not a socket error: the write-ahead log directory cannot be used.
             raise click.ClickException(str(err)) from None
         reason = err.strerror or str(err)
         where = _describe_listen(config)
-        if _listened(server) or where in reason:
+        if _listened(server) or reason.startswith("cannot listen on "):
             raise click.ClickException(reason) from None
         raise click.ClickException(f"cannot listen on {where}: {reason}") from None
     except (ServerError, ImportError) as err:
         raise click.ClickException(str(err)) from None
+    finally:
+        notifier.stopping()
 
 
 def _load_config(ctx: click.Context, config_file: str | None, flags: dict[str, Any]) -> Config:
@@ -201,9 +232,16 @@ def _load_config(ctx: click.Context, config_file: str | None, flags: dict[str, A
 
 
 def _describe_listen(config: Config) -> str:
-    if config.listen.startswith("unix:"):
-        return config.listen
-    return _format_address((config.listen, config.port))
+    return ", ".join(
+        address
+        if address.startswith(("unix:", "[")) or address.count(":") == 1
+        else _format_address((address, config.port))
+        for address in config.listen
+    )
+
+
+def _format_addresses(server: Server) -> str:
+    return ", ".join(_format_address(address) for address in server.addresses)
 
 
 def _listened(server: Server) -> bool:
@@ -215,12 +253,16 @@ def _listened(server: Server) -> bool:
 
 
 def _report_listening(server: Server) -> None:
-    _say(f"beanpole {_version()} listening on {_format_address(server.address)}")
+    _say(f"beanpole {_version()} listening on {_format_addresses(server)}")
 
 
 def _report_signal(sig: signal.Signals) -> None:
     action = "draining (puts are refused)" if sig == signal.SIGUSR1 else "stopping"
     _say(f"beanpole: {sig.name}: {action}")
+
+
+def _report_notify_error(err: OSError) -> None:
+    _say(f"beanpole: warning: cannot notify systemd: {err.strerror or err}")
 
 
 def _say(line: str) -> None:
