@@ -9,6 +9,8 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -202,3 +204,58 @@ def test_malformed_activation_variables(environ: dict[str, str]) -> None:
 def test_notify_without_a_socket_sends_nothing() -> None:
     assert systemd.notify("READY=1", {}) is False
     assert systemd.notify("READY=1", {"NOTIFY_SOCKET": "vsock:2:9"}) is False
+
+
+# -- the unit files in contrib/systemd -----------------------------------------------------
+
+UNITS = Path(__file__).resolve().parent.parent / "contrib" / "systemd"
+ANALYZE = shutil.which("systemd-analyze")
+
+
+def unit_settings(name: str) -> dict[str, list[str]]:
+    """Every ``Key=value`` of a unit file (a key may repeat), comments skipped."""
+    settings: dict[str, list[str]] = {}
+    for line in (UNITS / name).read_text().splitlines():
+        if line and not line.startswith(("#", "[")):
+            key, _, value = line.partition("=")
+            settings.setdefault(key, []).append(value)
+    return settings
+
+
+@pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze not found")
+def test_unit_files_pass_systemd_analyze_verify(tmp_path: Path) -> None:
+    assert ANALYZE is not None
+    beanpole_command = Path(sys.executable).with_name("beanpole")
+    assert beanpole_command.exists()
+    for name in ("beanpole.service", "beanpole.socket"):
+        text = (UNITS / name).read_text()
+        (tmp_path / name).write_text(text.replace("/usr/local/bin/beanpole", str(beanpole_command)))
+    done = subprocess.run(
+        [ANALYZE, "verify", str(tmp_path / "beanpole.socket"), str(tmp_path / "beanpole.service")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    # Any unknown key or bad value is reported on stderr (the status stays 0 for those).
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_service_runs_beanpole_as_a_sandboxed_notify_service() -> None:
+    service = unit_settings("beanpole.service")
+    assert service["Type"] == ["notify"]
+    assert service["DynamicUser"] == ["yes"]
+    assert service["StateDirectory"] == ["beanpole"]
+    for key in ("ProtectSystem", "ProtectHome", "PrivateTmp", "NoNewPrivileges"):
+        assert service[key] in (["strict"], ["yes"]), key
+    assert "@system-service" in service["SystemCallFilter"]
+    assert service["RestrictAddressFamilies"] == ["AF_UNIX AF_INET AF_INET6"]
+    [exec_start] = service["ExecStart"]
+    command_path, *args = exec_start.split()
+    assert command_path.endswith("/beanpole")
+    assert args == ["serve", "-b", "/var/lib/beanpole"]
+    # The arguments are ones beanpole serve takes.
+    serve_command = cli.commands["serve"]
+    context = serve_command.make_context("serve", args[1:])
+    assert context.params["binlog_dir"] == "/var/lib/beanpole"
+    socket_unit = unit_settings("beanpole.socket")
+    assert socket_unit["ListenStream"] == ["127.0.0.1:11300"]
