@@ -6,11 +6,12 @@
 //! closed and the socket files made for them removed before the error is returned.
 
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use socket2::{Domain, SockAddr, Socket, Type};
-use tokio::net::{TcpListener, UnixListener};
+use tokio::net::{TcpListener, TcpSocket, UnixListener};
 
 use super::handle::ServerError;
 use super::listener::{remove_stale_socket, BoundAddr, ListenAddr, Listener, BACKLOG};
@@ -76,7 +77,7 @@ pub fn bind_all(
     }
     for addr in addrs {
         let listener = match addr {
-            ListenAddr::Tcp(_) => Listener::bind(addr),
+            ListenAddr::Tcp(sa) => bind_tcp(*sa, takes_ipv6_only(sa, addrs)),
             ListenAddr::Unix(path) => bind_unix(path, unix_mode),
         }
         .map_err(|source| ServerError::Bind {
@@ -101,6 +102,36 @@ impl Bound {
         self.addrs.push(addr);
         Ok(())
     }
+}
+
+/// Whether the IPv6 address `sa` should take IPv6 connections only: when an IPv4
+/// address is listed for the same port. Linux's IPv6 sockets take IPv4 as well by
+/// default, so `-l 0.0.0.0 -l ::` would otherwise fail with the port in use; alone,
+/// `-l ::` keeps taking both.
+fn takes_ipv6_only(sa: &SocketAddr, addrs: &[ListenAddr]) -> bool {
+    sa.is_ipv6()
+        && sa.port() != 0
+        && addrs
+            .iter()
+            .any(|a| matches!(a, ListenAddr::Tcp(v4) if v4.is_ipv4() && v4.port() == sa.port()))
+}
+
+/// Bind and listen on a TCP address; `only_v6` for an IPv6 socket that must leave
+/// IPv4 connections to an IPv4 one.
+pub fn bind_tcp(sa: SocketAddr, only_v6: bool) -> io::Result<Listener> {
+    let socket = if sa.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    // Replies are written whole, one write per batch: never delay them.
+    socket.set_nodelay(true)?;
+    if only_v6 {
+        socket2::SockRef::from(&socket).set_only_v6(true)?;
+    }
+    socket.bind(sa)?;
+    Ok(Listener::Tcp(socket.listen(BACKLOG)?))
 }
 
 /// Bind a Unix socket at `path`; with `mode`, the socket file has exactly those
@@ -271,6 +302,31 @@ mod tests {
             .block_on(async { bind_all(&[], &[9999], None) })
             .expect_err("a closed descriptor is refused");
         assert!(err.to_string().contains("fd 9999"), "{err}");
+    }
+
+    #[test]
+    fn ipv4_and_ipv6_wildcards_share_a_port() {
+        if std::net::TcpListener::bind("[::1]:0").is_err() {
+            return; // no IPv6 on this machine
+        }
+        let port = std::net::TcpListener::bind("0.0.0.0:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let addrs = [
+            ListenAddr::parse("0.0.0.0", port).expect("v4"),
+            ListenAddr::parse("::", port).expect("v6"),
+        ];
+        let rt = runtime();
+        let bound = rt
+            .block_on(async { bind_all(&addrs, &[], None) })
+            .expect("both bind");
+        assert_eq!(bound.addrs.len(), 2);
+        // Alone, the IPv6 wildcard keeps taking IPv4 connections too (the default).
+        assert!(!takes_ipv6_only(
+            &"[::]:11300".parse().expect("addr"),
+            &addrs[1..]
+        ));
     }
 
     #[test]

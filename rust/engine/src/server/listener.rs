@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpSocket, UnixListener};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Notify;
 
 use super::{conn, Shared};
@@ -115,18 +115,7 @@ impl Listener {
     /// Bind and listen. Must be called inside a tokio runtime.
     pub fn bind(addr: &ListenAddr) -> io::Result<Listener> {
         match addr {
-            ListenAddr::Tcp(sa) => {
-                let socket = if sa.is_ipv4() {
-                    TcpSocket::new_v4()?
-                } else {
-                    TcpSocket::new_v6()?
-                };
-                socket.set_reuseaddr(true)?;
-                // Replies are written whole, one write per batch: never delay them.
-                socket.set_nodelay(true)?;
-                socket.bind(*sa)?;
-                Ok(Listener::Tcp(socket.listen(BACKLOG)?))
-            }
+            ListenAddr::Tcp(sa) => super::bind::bind_tcp(*sa, false),
             ListenAddr::Unix(path) => super::bind::bind_unix(path, None),
         }
     }
