@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import beanpole
 from beanpole import systemd
 from beanpole.cli import cli
 from servechild import TIMEOUT, ServeChild, command, connect, free_port, stats
@@ -259,3 +260,20 @@ def test_service_runs_beanpole_as_a_sandboxed_notify_service() -> None:
     assert context.params["binlog_dir"] == "/var/lib/beanpole"
     socket_unit = unit_settings("beanpole.socket")
     assert socket_unit["ListenStream"] == ["127.0.0.1:11300"]
+
+
+def test_server_serves_inherited_descriptors_and_keeps_no_copy_after_stop() -> None:
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    address = listening.getsockname()
+    fd = listening.detach()  # handed over, as systemd hands descriptors over
+    server = beanpole.Server(listen_fds=[fd], listen="::1", port=0)  # listen is not used
+    with server:
+        assert server.addresses == (address,)
+        with pytest.raises(OSError):
+            os.fstat(fd)  # the server took it over and closed it: the engine has its copy
+        with connect(address) as sock:
+            assert command(sock, b"put 0 0 60 1\r\nx\r\n") == b"INSERTED 1\r\n"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(address, timeout=TIMEOUT)
