@@ -178,6 +178,7 @@ def test_listen_takes_several_addresses_as_a_tuple() -> None:
         ("[::1", "got '[::1'"),
         ("[127.0.0.1]:80", "got '[127.0.0.1]:80'"),
         ("::1:99999", "port only in brackets"),
+        ("fe80::1%eth0", "got 'fe80::1%eth0'"),
     ],
 )
 def test_bad_listen_lists_and_ports(listen: object, fragment: str) -> None:

@@ -380,6 +380,8 @@ def _is_ip_address(value: str) -> bool:
 
 
 def _is_ip(text: str, version: int | None = None) -> bool:
+    if "%" in text:
+        return False  # an IPv6 scope (fe80::1%eth0) is not supported
     try:
         address = ipaddress.ip_address(text)
     except ValueError:
