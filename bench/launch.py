@@ -22,7 +22,7 @@ from typing import Any
 from scenarios import ROOT, A, B
 
 READY_TIMEOUT = 30.0  # seconds for a server to say it is listening
-LISTENING = re.compile(r"listening on (\S+):(\d+)(?:[;\s]|$)")
+LISTENING = re.compile(r"listening on (\S+):(\d+)(?:[;,\s]|$)")
 
 
 def nofile_limit() -> int:

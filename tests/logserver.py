@@ -21,7 +21,7 @@ from pathlib import Path
 import beanpole
 
 TIMEOUT = 10.0  # seconds; an upper bound for anything that should take milliseconds
-LISTENING = re.compile(r"^beanpole \S+ listening on (\S+):(\d+)(?:[;\s]|$)")
+LISTENING = re.compile(r"^beanpole \S+ listening on (\S+):(\d+)(?:[;,\s]|$)")
 
 
 class ProtocolError(AssertionError):

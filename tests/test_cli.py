@@ -29,7 +29,7 @@ needs_core = pytest.mark.skipif(
     not HAVE_CORE, reason="native module beanpole._core is not built (run `maturin develop`)"
 )
 TIMEOUT = 10.0  # seconds; generous upper bound for anything that should take milliseconds
-LISTENING = re.compile(r"^beanpole (\S+) listening on (\S+):(\d+)(?:[;\s]|$)")
+LISTENING = re.compile(r"^beanpole (\S+) listening on (\S+):(\d+)(?:[;,\s]|$)")
 
 
 @pytest.fixture(autouse=True)

@@ -43,8 +43,9 @@ def write(tmp_path: Path, text: str, name: str = "beanpole.toml") -> Path:
 
 def test_defaults() -> None:
     config = Config()
-    assert config.listen == "127.0.0.1"  # loopback only; beanstalkd's 0.0.0.0 is deliberate
+    assert config.listen == ("127.0.0.1",)  # loopback only; beanstalkd's 0.0.0.0 is deliberate
     assert config.port == 11300
+    assert config.unix_mode is None  # the umask decides
     assert config.max_job_size == 65535
     assert config.user is None
     assert config.verbose == 0
@@ -64,6 +65,7 @@ def test_fields_are_exactly_the_documented_settings() -> None:
     assert FIELDS == [
         "listen",
         "port",
+        "unix_mode",
         "max_job_size",
         "user",
         "verbose",
@@ -89,6 +91,7 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         ("no_fsync", "-F/--no-fsync"),
         ("segment_size", "-s/--segment-size"),
         ("skip_corrupt", "--skip-corrupt"),
+        ("unix_mode", "--unix-mode"),
     ],
 )
 def test_log_settings_use_beanstalkds_flags(name: str, expected: str) -> None:
@@ -139,10 +142,100 @@ def test_metadata_helpers() -> None:
 
 
 @pytest.mark.parametrize(
-    "listen", ["0.0.0.0", "127.0.0.1", "10.1.2.3", "::", "::1", "fd00::2", "unix:/tmp/bp.sock"]
+    "listen",
+    [
+        "0.0.0.0",
+        "127.0.0.1",
+        "10.1.2.3",
+        "::",
+        "::1",
+        "fd00::2",
+        "[::1]",
+        "127.0.0.1:11301",
+        "0.0.0.0:0",
+        "[::1]:11301",
+        "[::]:65535",
+        "unix:/tmp/bp.sock",
+    ],
 )
 def test_valid_listen_addresses(listen: str) -> None:
-    assert Config(listen=listen).listen == listen
+    # One string is one address.
+    assert Config(listen=listen).listen == (listen,)
+
+
+def test_listen_takes_several_addresses_as_a_tuple() -> None:
+    addresses = ["127.0.0.1", "[::1]:11301", "unix:/tmp/bp.sock"]
+    config = Config(listen=addresses)
+    assert config.listen == tuple(addresses)
+    assert config == Config(listen=tuple(addresses))
+    assert config.replace(listen="::1").listen == ("::1",)
+
+
+@pytest.mark.parametrize(
+    ("listen", "fragment"),
+    [
+        ((), "needs at least one address"),
+        (["127.0.0.1", "localhost"], "got 'localhost'"),
+        (["127.0.0.1", 5], "must be a string"),
+        ({"127.0.0.1"}, "list of addresses"),
+        ("127.0.0.1:", "got '127.0.0.1:'"),
+        ("127.0.0.1:65536", "got '127.0.0.1:65536'"),
+        ("127.0.0.1:+1", "got '127.0.0.1:+1'"),
+        ("[::1]:", "got '[::1]:'"),
+        ("[::1]80", "got '[::1]80'"),
+        ("[::1", "got '[::1'"),
+        ("[127.0.0.1]:80", "got '[127.0.0.1]:80'"),
+        ("::1:99999", "port only in brackets"),
+        ("fe80::1%eth0", "got 'fe80::1%eth0'"),
+    ],
+)
+def test_bad_listen_lists_and_ports(listen: object, fragment: str) -> None:
+    with pytest.raises(ConfigError, match="invalid listen") as info:
+        Config(listen=listen)  # type: ignore[arg-type]
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [(0o660, 0o660), ("0660", 0o660), ("600", 0o600), ("0o755", 0o755), (0, 0), (None, None)],
+)
+def test_unix_mode_is_octal(mode: object, expected: int | None) -> None:
+    assert Config(unix_mode=mode).unix_mode == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("mode", "fragment"),
+    [
+        ("0998", "octal mode"),
+        ("", "octal mode"),
+        (0o1777, "between 0 and 0777"),
+        (-1, "between"),
+        (True, "octal mode"),
+        (6.5, "octal mode"),
+    ],
+)
+def test_bad_unix_mode(mode: object, fragment: str) -> None:
+    with pytest.raises(ConfigError, match="invalid unix_mode") as info:
+        Config(unix_mode=mode)  # type: ignore[arg-type]
+    assert fragment in str(info.value)
+
+
+def test_listen_and_unix_mode_from_env_and_toml(tmp_path: Path) -> None:
+    environ = {
+        "BEANPOLE_LISTEN": "127.0.0.1:1, [::1]:2,unix:/tmp/a.sock",
+        "BEANPOLE_UNIX_MODE": "0640",
+    }
+    config = Config.from_env(environ)
+    assert config.listen == ("127.0.0.1:1", "[::1]:2", "unix:/tmp/a.sock")
+    assert config.unix_mode == 0o640
+    with pytest.raises(ConfigError, match="BEANPOLE_UNIX_MODE"):
+        Config.from_env({"BEANPOLE_UNIX_MODE": "rw-rw----"})
+    path = write(tmp_path, 'listen = ["127.0.0.1", "unix:/tmp/b.sock"]\nunix_mode = "0600"\n')
+    config = Config.from_toml(path)
+    assert config.listen == ("127.0.0.1", "unix:/tmp/b.sock")
+    assert config.unix_mode == 0o600
+    text = 'listen = "::1"\nunix_mode = 0o660\n'
+    assert Config.from_toml(write(tmp_path, text)) == Config(listen="::1", unix_mode=0o660)
 
 
 @pytest.mark.parametrize(
@@ -150,11 +243,10 @@ def test_valid_listen_addresses(listen: str) -> None:
     [
         ({"listen": "localhost"}, "listen", "IPv4 address"),
         ({"listen": ""}, "listen", "IPv4 address"),
-        ({"listen": "[::1]"}, "listen", "without brackets"),
         ({"listen": "1.2.3.4.5"}, "listen", "IPv4 address"),
         ({"listen": "unix:"}, "listen", "needs a socket path"),
         ({"listen": "unix:/" + "x" * 200}, "listen", "longer than 107 bytes"),
-        ({"listen": 127}, "listen", "must be a string"),
+        ({"listen": 127}, "listen", "must be an address or a list of addresses"),
         ({"port": -1}, "port", "between 0 and 65535"),
         ({"port": 65536}, "port", "between 0 and 65535"),
         ({"port": "11300"}, "port", "must be an integer"),
@@ -394,7 +486,7 @@ def test_from_toml_structure_errors(tmp_path: Path, text: str, fragment: str) ->
 
 
 def test_from_toml_unknown_key_lists_the_known_ones(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="known keys: listen, port, max_job_size, user"):
+    with pytest.raises(ConfigError, match="known keys: listen, port, unix_mode, max_job_size"):
         Config.from_toml(write(tmp_path, "colour = 'blue'\n"))
 
 
@@ -437,7 +529,7 @@ def test_load_precedence(tmp_path: Path) -> None:
     assert config.max_job_size == 20  # env beats file
     assert config.port == 10  # env beats file
     assert config.verbose == 4  # file beats default
-    assert config.listen == "127.0.0.1"  # default
+    assert config.listen == ("127.0.0.1",)  # default
 
 
 def test_load_with_nothing_gives_the_defaults() -> None:

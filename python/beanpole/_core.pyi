@@ -29,7 +29,7 @@ class ServerHandle:
 
     @staticmethod
     def start(
-        listen: str,
+        listen: list[str],
         port: int,
         max_job_size: int,
         verbose: int = 0,
@@ -39,12 +39,19 @@ class ServerHandle:
         no_fsync: bool = False,
         segment_size: int = 10485760,
         skip_corrupt: bool = False,
+        unix_mode: int | None = None,
+        listen_fds: list[int] | None = None,
     ) -> ServerHandle:
-        """Bind the listener and start serving; return once the socket is bound.
+        """Bind the listeners and start serving; return once every socket is bound.
 
-        ``listen`` is an IPv4 or IPv6 address or ``unix:/path``. ``port`` 0 picks a
-        free port. Raises ``OSError`` when the address cannot be bound and
-        ``ValueError`` for an address or setting that makes no sense.
+        Each ``listen`` entry is an IPv4 or IPv6 address (``[::1]`` too), with an
+        optional port (``127.0.0.1:11301``, ``[::1]:11301``), or ``unix:/path``;
+        ``port`` is the port of the entries without one, 0 picking a free port.
+        ``unix_mode`` sets the permissions of the Unix sockets bound. ``listen_fds``
+        are inherited listening sockets (socket activation), served before the
+        ``listen`` entries; they are duplicated, so the caller still owns them. Raises
+        ``OSError`` naming the address when one cannot be bound (nothing stays bound)
+        and ``ValueError`` for an address or setting that makes no sense.
 
         With ``binlog_dir`` the server keeps a write-ahead log there (``-b``):
         ``fsync_ms`` None is the default (50 ms), 0 syncs before every reply, and
@@ -55,7 +62,11 @@ class ServerHandle:
 
     @property
     def address(self) -> tuple[str, int] | str:
-        """``(host, port)`` actually bound, or the socket path for ``unix:``."""
+        """The first address: ``(host, port)`` actually bound, or the socket path."""
+
+    @property
+    def addresses(self) -> list[tuple[str, int] | str]:
+        """Every address listened on, in order, each as ``address`` gives it."""
 
     @property
     def running(self) -> bool: ...

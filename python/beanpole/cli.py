@@ -23,7 +23,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from beanpole import logs
+from beanpole import logs, systemd
 from beanpole.binlog import binlog
 from beanpole.cli_ops import register as register_ops
 from beanpole.cli_ops import report_http
@@ -42,6 +42,7 @@ _DEFAULTS = Config()
 _SETTINGS = (
     "listen",
     "port",
+    "unix_mode",
     "max_job_size",
     "user",
     "verbose",
@@ -104,14 +105,22 @@ def cli() -> None:
 
 
 _SERVE_EPILOG = f"""\b
-By default beanpole listens on {_DEFAULTS.listen} (loopback only), so only
+By default beanpole listens on {_DEFAULTS.listen[0]} (loopback only), so only
 this machine can connect; beanstalkd listens on all interfaces by default.
 Use -l 0.0.0.0 to listen on all IPv4 interfaces (or -l :: for IPv6).
+-l can be given several times (-l 127.0.0.1 -l ::1 -l unix:/run/beanpole.sock);
+-p is the port of the addresses given without one (127.0.0.1:11301, [::1]:11301).
+BEANPOLE_LISTEN takes a comma-separated list, the TOML file a list.
+
+\b
+systemd: sockets passed by socket activation (LISTEN_FDS) are served instead
+of the -l addresses; with NOTIFY_SOCKET set, READY=1 is sent once serving
+and STOPPING=1 when stopping (Type=notify).
 
 \b
 Precedence: flag > BEANPOLE_* environment variable > --config file > default.
 The TOML file holds the settings under [beanpole] (or at the top level) with
-the field names: listen, port, max_job_size, user, verbose, threads,
+the field names: listen, port, unix_mode, max_job_size, user, verbose, threads,
 binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt.
 
 \b
@@ -130,9 +139,11 @@ mode (every put is then answered DRAINING).
     "-l",
     "--listen",
     metavar="ADDR",
-    help=_help("listen", f"{_DEFAULTS.listen} (loopback only)"),
+    multiple=True,
+    help=_help("listen", f"{_DEFAULTS.listen[0]} (loopback only)"),
 )
 @click.option("-p", "--port", type=int, metavar="PORT", help=_help("port"))
+@click.option("--unix-mode", metavar="MODE", help=_help("unix_mode"))
 @click.option("-z", "--max-job-size", type=int, metavar="BYTES", help=_help("max_job_size"))
 @click.option("-u", "--user", metavar="USER", help=_help("user"))
 @click.option("-V", "--verbose", count=True, help=_help("verbose"))
@@ -191,25 +202,44 @@ def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> Non
         del flags["hooks"]  # --hooks not given: click's empty tuple is no setting
     config = _load_config(ctx, config_file, flags)
     logs.setup(config.verbose, config.log_format)
-    server = Server(config)
+    try:
+        inherited = systemd.listen_fds()
+    except systemd.SystemdError as err:
+        raise click.ClickException(f"socket activation: {err}") from None
+    server = Server(config, listen_fds=inherited)
     for spec in config.hooks:
         try:
             load_hook(spec)(server)
         except HookError as err:
             raise click.ClickException(str(err)) from None
+    notifier = systemd.Notifier(on_error=_report_notify_error)
+
+    def on_ready(server: Server) -> None:
+        _report_listening(server)
+        notifier.ready(f"listening on {_format_addresses(server)}")
+
+    def on_signal(sig: signal.Signals) -> None:
+        if sig == signal.SIGUSR1:
+            notifier.status("draining (puts are refused)")
+        else:
+            notifier.stopping()
+        _report_signal(sig)
+
     try:
-        server.serve_forever(on_ready=_report_listening, on_signal=_report_signal)
+        server.serve_forever(on_ready=on_ready, on_signal=on_signal)
     except OSError as err:
         if err.errno is None:
             # Not a socket error: the write-ahead log directory cannot be used.
             raise click.ClickException(str(err)) from None
         reason = err.strerror or str(err)
         where = _describe_listen(config)
-        if _listened(server) or where in reason:
+        if _listened(server) or reason.startswith("cannot listen on "):
             raise click.ClickException(reason) from None
         raise click.ClickException(f"cannot listen on {where}: {reason}") from None
     except (ServerError, ImportError) as err:
         raise click.ClickException(str(err)) from None
+    finally:
+        notifier.stopping()
 
 
 def _load_config(ctx: click.Context, config_file: str | None, flags: dict[str, Any]) -> Config:
@@ -228,9 +258,16 @@ def _load_config(ctx: click.Context, config_file: str | None, flags: dict[str, A
 
 
 def _describe_listen(config: Config) -> str:
-    if config.listen.startswith("unix:"):
-        return config.listen
-    return _format_address((config.listen, config.port))
+    return ", ".join(
+        address
+        if address.startswith(("unix:", "[")) or address.count(":") == 1
+        else _format_address((address, config.port))
+        for address in config.listen
+    )
+
+
+def _format_addresses(server: Server) -> str:
+    return ", ".join(_format_address(address) for address in server.addresses)
 
 
 def _listened(server: Server) -> bool:
@@ -243,8 +280,7 @@ def _listened(server: Server) -> bool:
 
 def _report_listening(server: Server) -> None:
     config = server.config
-    addresses = getattr(server, "addresses", None) or [server.address]
-    where = " ".join(_format_address(a) for a in addresses)
+    where = _format_addresses(server)
     if config.binlog_dir is None:
         log = "log: none (jobs live in memory only)"
     elif config.no_fsync:
@@ -262,6 +298,10 @@ def _report_listening(server: Server) -> None:
 def _report_signal(sig: signal.Signals) -> None:
     action = "draining (puts are refused)" if sig == signal.SIGUSR1 else "stopping"
     _LOG.info("%s: %s", sig.name, action)
+
+
+def _report_notify_error(err: OSError) -> None:
+    _say(f"beanpole: warning: cannot notify systemd: {err.strerror or err}")
 
 
 def _say(line: str) -> None:

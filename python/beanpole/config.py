@@ -19,7 +19,7 @@ import ipaddress
 import os
 import sys
 import warnings
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypedDict, TypeVar, Unpack
 
@@ -84,8 +84,9 @@ class ConfigWarning(UserWarning):
 class ConfigChanges(TypedDict, total=False):
     """Keyword arguments accepted by :meth:`Config.replace` and ``Server(...)``."""
 
-    listen: str
+    listen: str | Sequence[str]
     port: int
+    unix_mode: int | None
     max_job_size: int
     user: str | None
     verbose: int
@@ -112,15 +113,21 @@ def _setting(default: _T, *, flag: str, doc: str) -> _T:
 class Config:
     """Settings of one beanpole server. Immutable; use :meth:`replace` to derive another."""
 
-    listen: str = _setting(
-        "127.0.0.1",
+    listen: tuple[str, ...] = _setting(
+        ("127.0.0.1",),
         flag="-l/--listen",
-        doc="Address to listen on: IPv4, IPv6 or unix:/path.",
+        doc="Address to listen on, repeatable: IPv4, IPv6, either with a port "
+        "(127.0.0.1:11301, [::1]:11301), or unix:/path.",
     )
     port: int = _setting(
         11300,
         flag="-p/--port",
-        doc="TCP port to listen on; 0 picks a free port.",
+        doc="TCP port of the addresses given without one; 0 picks a free port.",
+    )
+    unix_mode: int | None = _setting(
+        None,
+        flag="--unix-mode",
+        doc="Permissions of Unix sockets, in octal (e.g. 0660); without it the umask decides.",
     )
     max_job_size: int = _setting(
         65535,
@@ -201,8 +208,9 @@ class Config:
     )
 
     def __post_init__(self) -> None:
-        _check_listen(self.listen)
+        object.__setattr__(self, "listen", _check_listen(self.listen))
         _check_int("port", self.port, low=0, high=65535, hint=" (0 picks a free port)")
+        object.__setattr__(self, "unix_mode", _check_unix_mode(self.unix_mode))
         _check_int("max_job_size", self.max_job_size, low=0)
         if self.max_job_size > MAX_JOB_SIZE_LIMIT:
             warnings.warn(
@@ -238,7 +246,8 @@ class Config:
     def replace(self, **changes: Unpack[ConfigChanges]) -> Config:
         """A copy with ``changes`` applied, validated like a new ``Config``."""
         _check_names(changes, what="setting")
-        return dataclasses.replace(self, **changes)
+        values: dict[str, Any] = dict(changes)  # listen may be one string: made a tuple
+        return dataclasses.replace(self, **values)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
@@ -358,7 +367,24 @@ def _check_binlog_dir(value: object) -> None:
         raise ConfigError("directory path contains a NUL byte", field="binlog_dir")
 
 
-def _check_listen(value: object) -> None:
+def _check_listen(value: object) -> tuple[str, ...]:
+    """The addresses of ``listen`` as a tuple (one string is one address), each checked."""
+    if isinstance(value, str):
+        items: tuple[object, ...] = (value,)
+    elif isinstance(value, (list, tuple)):
+        items = tuple(value)
+    else:
+        raise ConfigError(
+            f"must be an address or a list of addresses, got {value!r}", field="listen"
+        )
+    if not items:
+        raise ConfigError("needs at least one address", field="listen")
+    for item in items:
+        _check_address(item)
+    return tuple(str(item) for item in items)
+
+
+def _check_address(value: object) -> None:
     if not isinstance(value, str):
         raise ConfigError(f"must be a string, got {value!r}", field="listen")
     if value.startswith("unix:"):
@@ -374,14 +400,59 @@ def _check_listen(value: object) -> None:
                 f"socket path is longer than {_UNIX_PATH_MAX} bytes: {path!r}", field="listen"
             )
         return
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
+    if not _is_ip_address(value):
+        hint = ""
+        if value.count(":") > 1 and not value.startswith("["):
+            hint = " (an IPv6 address takes a port only in brackets: [::1]:11301)"
         raise ConfigError(
-            f"must be an IPv4 address (e.g. 127.0.0.1 or 0.0.0.0), an IPv6 address without "
-            f"brackets (e.g. ::1 or ::) or unix:/path, got {value!r}",
+            f"must be an IPv4 address (e.g. 127.0.0.1 or 0.0.0.0), an IPv6 address (e.g. ::1, "
+            f"::, [::1]), either with a port (127.0.0.1:11301, [::1]:11301), or unix:/path, "
+            f"got {value!r}{hint}",
             field="listen",
-        ) from None
+        )
+
+
+def _is_ip_address(value: str) -> bool:
+    """Whether ``value`` is ``IPv4``, ``IPv6``, ``[IPv6]``, ``IPv4:PORT`` or ``[IPv6]:PORT``."""
+    if value.startswith("["):
+        inside, bracket, after = value[1:].partition("]")
+        if not bracket or not _is_ip(inside, version=6):
+            return False
+        return after == "" or (after.startswith(":") and _is_port(after[1:]))
+    if _is_ip(value):
+        return True
+    host, colon, port = value.partition(":")
+    return bool(colon) and _is_ip(host, version=4) and _is_port(port)
+
+
+def _is_ip(text: str, version: int | None = None) -> bool:
+    if "%" in text:
+        return False  # an IPv6 scope (fe80::1%eth0) is not supported
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return version is None or address.version == version
+
+
+def _is_port(text: str) -> bool:
+    return text.isascii() and text.isdigit() and int(text) <= 65535
+
+
+def _check_unix_mode(value: object) -> int | None:
+    """``unix_mode`` as an int: an int as is, a string read as octal (``"0660"``)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = _parse_octal(value)
+        except ValueError as err:
+            raise ConfigError(str(err), field="unix_mode") from None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError(f"must be an octal mode such as 0660, got {value!r}", field="unix_mode")
+    if not 0 <= value <= 0o777:
+        raise ConfigError(f"must be between 0 and 0777, got {value:#o}", field="unix_mode")
+    return value
 
 
 def _check_hooks(value: object) -> tuple[str, ...]:
@@ -457,12 +528,20 @@ def _parse_str(raw: str) -> str:
 
 
 def _parse_list(raw: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in raw.split(",") if part.strip())
+    return tuple(item.strip() for item in raw.split(",") if item.strip())
+
+
+def _parse_octal(raw: str) -> int:
+    text = raw.strip().lower().removeprefix("0o")
+    if not text or not text.isascii() or any(c not in "01234567" for c in text):
+        raise ValueError(f"must be an octal mode such as 0660, got {raw!r}")
+    return int(text, 8)
 
 
 _ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
-    "listen": _parse_str,
+    "listen": _parse_list,
     "port": _parse_int,
+    "unix_mode": _parse_octal,
     "max_job_size": _parse_int,
     "user": _parse_str,
     "verbose": _parse_int,

@@ -11,13 +11,14 @@ signal handling of :meth:`Server.serve_forever`::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self, TypeAlias, TypeVar, Unpack, overload
 
@@ -50,14 +51,27 @@ class Server:
     defaults) with any fields replaced by keyword arguments, e.g. ``Server(port=0)``. Nothing
     happens until :meth:`start` (or ``with``); a server starts at most once, and once
     stopped it stays stopped.
+
+    ``listen_fds`` are listening sockets inherited from a service manager (see
+    :func:`beanpole.systemd.listen_fds`); when given they are served instead of the
+    ``listen`` addresses. The server takes them over: they are closed once :meth:`start`
+    returns (the engine serves copies of them).
     """
 
-    def __init__(self, config: Config | None = None, **overrides: Unpack[ConfigChanges]) -> None:
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        listen_fds: Sequence[int] = (),
+        **overrides: Unpack[ConfigChanges],
+    ) -> None:
         base = Config() if config is None else config
         self._config = base.replace(**overrides) if overrides else base
+        self._listen_fds = tuple(listen_fds)
         self._lock = threading.Lock()
         self._handle: ServerHandle | None = None
         self._address: tuple[str, int] | str | None = None
+        self._addresses: tuple[tuple[str, int] | str, ...] = ()
         self._stopping = False
         self._hooks = Dispatcher(self._config.hook_queue)
         # Admin calls and the HTTP endpoint (see the section at the end of the class).
@@ -84,7 +98,11 @@ class Server:
                 raise ServerError(f"this server is already running on {self._describe()}")
             cfg = self._config
             account = _lookup_user(cfg.user) if cfg.user is not None else None
-            handle = _start_native(cfg)
+            try:
+                handle = _start_native(cfg, self._listen_fds)
+            finally:
+                _close_all(self._listen_fds)  # the engine serves its own copies
+                self._listen_fds = ()
             if account is not None:
                 try:
                     _become(account)
@@ -98,6 +116,7 @@ class Server:
                     ) from None
             self._handle = handle
             self._address = handle.address
+            self._addresses = tuple(handle.addresses)
             self._hooks.attach(handle)
             self._start_http(handle)
         return self
@@ -271,11 +290,20 @@ class Server:
 
     @property
     def address(self) -> tuple[str, int] | str:
-        """``(host, port)`` actually bound (the real port when 0 was asked), or the unix
-        socket path. Still available after :meth:`stop`."""
+        """The first address listened on: ``(host, port)`` actually bound (the real port
+        when 0 was asked), or the unix socket path. Still available after :meth:`stop`;
+        :attr:`addresses` has them all."""
         if self._address is None:
             raise ServerError("this server has not been started")
         return self._address
+
+    @property
+    def addresses(self) -> tuple[tuple[str, int] | str, ...]:
+        """Every address the server listens on, in order, each as :attr:`address` gives
+        it (inherited sockets first). Still available after :meth:`stop`."""
+        if self._address is None:
+            raise ServerError("this server has not been started")
+        return self._addresses
 
     @property
     def host(self) -> str:
@@ -447,7 +475,7 @@ def _admin_call(call: Callable[..., _R], *args: object) -> _R:
         raise NotFoundError(*err.args) from None
 
 
-def _start_native(cfg: Config) -> ServerHandle:
+def _start_native(cfg: Config, listen_fds: tuple[int, ...] = ()) -> ServerHandle:
     """Start the native server; ``_core`` is imported here so ``import beanpole`` stays light."""
     try:
         from beanpole import _core
@@ -457,7 +485,7 @@ def _start_native(cfg: Config) -> ServerHandle:
             "build it with `maturin develop` or install a beanpole wheel"
         ) from err
     return _core.ServerHandle.start(
-        cfg.listen,
+        [] if listen_fds else list(cfg.listen),
         cfg.port,
         cfg.max_job_size,
         cfg.verbose,
@@ -467,7 +495,15 @@ def _start_native(cfg: Config) -> ServerHandle:
         no_fsync=cfg.no_fsync,
         segment_size=cfg.segment_size,
         skip_corrupt=cfg.skip_corrupt,
+        unix_mode=cfg.unix_mode,
+        listen_fds=list(listen_fds),
     )
+
+
+def _close_all(fds: tuple[int, ...]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _lookup_user(name: str) -> pwd.struct_passwd:

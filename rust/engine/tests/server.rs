@@ -15,7 +15,9 @@ fn start() -> (ServerHandle, SocketAddr) {
 /// A server with `threads` workers: 1 runs on a current-thread runtime.
 fn start_with(threads: usize) -> (ServerHandle, SocketAddr) {
     let config = ServerConfig {
-        listen: beanpole_engine::server::ListenAddr::Tcp(([127, 0, 0, 1], 0).into()),
+        listen: vec![beanpole_engine::server::ListenAddr::Tcp(
+            ([127, 0, 0, 1], 0).into(),
+        )],
         threads,
         ..ServerConfig::default()
     };

@@ -27,8 +27,8 @@ struct PyServerHandle {
     /// thread while another waits; it is never held while the server works, only
     /// while a call reads or takes the handle.
     inner: Mutex<Option<ServerHandle>>,
-    /// Kept after stop so `address` still answers.
-    addr: BoundAddr,
+    /// Kept after stop so `address` and `addresses` still answer.
+    addrs: Vec<BoundAddr>,
     /// Drain and stop without the handle's mutex (the signal wait uses it).
     control: Control,
     /// The server's events; kept after stop so a consumer can finish draining.
@@ -47,6 +47,19 @@ fn to_py_err(e: ServerError) -> PyErr {
     }
 }
 
+fn address_to_py<'py>(py: Python<'py>, addr: &BoundAddr) -> PyResult<Bound<'py, PyAny>> {
+    match addr {
+        BoundAddr::Tcp(sa) => Ok((sa.ip().to_string(), sa.port())
+            .into_pyobject(py)?
+            .into_any()),
+        BoundAddr::Unix(path) => Ok(path
+            .to_string_lossy()
+            .into_owned()
+            .into_pyobject(py)?
+            .into_any()),
+    }
+}
+
 impl PyServerHandle {
     fn with<T>(&self, f: impl FnOnce(&ServerHandle) -> T) -> Option<T> {
         let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
@@ -61,11 +74,12 @@ impl PyServerHandle {
         listen, port, max_job_size, verbose = 0, threads = 0,
         binlog_dir = None, fsync_ms = None, no_fsync = false,
         segment_size = 10485760, skip_corrupt = false,
+        unix_mode = None, listen_fds = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         py: Python<'_>,
-        listen: &str,
+        listen: Vec<String>,
         port: i64,
         max_job_size: i64,
         verbose: i64,
@@ -75,6 +89,8 @@ impl PyServerHandle {
         no_fsync: bool,
         segment_size: i64,
         skip_corrupt: bool,
+        unix_mode: Option<u32>,
+        listen_fds: Option<Vec<i32>>,
     ) -> PyResult<PyServerHandle> {
         let port = u16::try_from(port)
             .map_err(|_| PyValueError::new_err(format!("port {port} is not in 0..=65535")))?;
@@ -85,7 +101,11 @@ impl PyServerHandle {
         })?;
         let threads = usize::try_from(threads)
             .map_err(|_| PyValueError::new_err(format!("threads {threads} must be 0 or more")))?;
-        let listen = ListenAddr::parse(listen, port).map_err(PyValueError::new_err)?;
+        let listen = listen
+            .iter()
+            .map(|text| ListenAddr::parse(text, port))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(PyValueError::new_err)?;
         let log = match binlog_dir {
             None => None,
             Some(dir) => {
@@ -123,6 +143,8 @@ impl PyServerHandle {
         };
         let config = ServerConfig {
             listen,
+            listen_fds: listen_fds.unwrap_or_default(),
+            unix_mode,
             max_job_size,
             verbose: u8::try_from(verbose.clamp(0, 255)).unwrap_or(u8::MAX),
             threads,
@@ -131,30 +153,27 @@ impl PyServerHandle {
         let handle = py
             .detach(|| ServerHandle::start(config))
             .map_err(to_py_err)?;
-        let addr = handle.local_addr().clone();
+        let addrs = handle.local_addrs().to_vec();
         let control = handle.control();
         let events = Arc::clone(handle.events());
         Ok(PyServerHandle {
             inner: Mutex::new(Some(handle)),
-            addr,
+            addrs,
             control,
             events,
         })
     }
 
-    /// `(host, port)` for TCP, the socket path for a Unix socket.
+    /// The first address: `(host, port)` for TCP, the socket path for a Unix socket.
     #[getter]
     fn address<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match &self.addr {
-            BoundAddr::Tcp(sa) => Ok((sa.ip().to_string(), sa.port())
-                .into_pyobject(py)?
-                .into_any()),
-            BoundAddr::Unix(path) => Ok(path
-                .to_string_lossy()
-                .into_owned()
-                .into_pyobject(py)?
-                .into_any()),
-        }
+        address_to_py(py, &self.addrs[0])
+    }
+
+    /// Every address listened on, in order, each as `address` gives it.
+    #[getter]
+    fn addresses<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        self.addrs.iter().map(|a| address_to_py(py, a)).collect()
     }
 
     #[getter]

@@ -12,15 +12,24 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
+use super::bind::{bind_all, SocketFiles};
 use super::engine::{Engine, Running};
-use super::{run, BoundAddr, ListenAddr, Listener, Shared};
+use super::{run, BoundAddr, ListenAddr, Shared};
 use crate::protocol::{DEFAULT_MAX_JOB_SIZE, MAX_JOB_SIZE_LIMIT};
 use crate::stats::StatValue;
 
 /// What a server is started with.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    pub listen: ListenAddr,
+    /// The addresses to listen on (`-l`, repeatable).
+    pub listen: Vec<ListenAddr>,
+    /// Listening sockets inherited from a service manager (systemd socket
+    /// activation), served before the `listen` addresses. Each is duplicated: the
+    /// caller still owns these descriptors and should close them after `start`.
+    pub listen_fds: Vec<RawFd>,
+    /// Permissions of the Unix sockets bound here (`--unix-mode`); None leaves them
+    /// to the umask.
+    pub unix_mode: Option<u32>,
     pub max_job_size: u32,
     pub verbose: u8,
     /// Worker threads; 0 means half the cores, at least one.
@@ -32,7 +41,9 @@ pub struct ServerConfig {
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
         ServerConfig {
-            listen: ListenAddr::Tcp(([127, 0, 0, 1], 11300).into()),
+            listen: vec![ListenAddr::Tcp(([127, 0, 0, 1], 11300).into())],
+            listen_fds: Vec::new(),
+            unix_mode: None,
             max_job_size: DEFAULT_MAX_JOB_SIZE,
             verbose: 0,
             threads: 0,
@@ -178,13 +189,16 @@ pub struct ServerHandle {
     shutdown: ShutdownTx,
     done: Arc<Done>,
     shared: Arc<Shared>,
-    addr: BoundAddr,
+    /// Every address listened on, in the order given.
+    addrs: Vec<BoundAddr>,
+    /// The Unix socket files bound here, removed once the server has stopped.
+    socket_files: SocketFiles,
     /// The log's writer and directory lock, kept until the server has stopped.
     log: Option<crate::wal::OpenedLog>,
 }
 
 impl ServerHandle {
-    /// Bind and start serving; returns once the socket is listening.
+    /// Bind and start serving; returns once every socket is listening.
     pub fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
         if config.max_job_size > MAX_JOB_SIZE_LIMIT {
             return Err(ServerError::Invalid(format!(
@@ -199,16 +213,9 @@ impl ServerHandle {
             Some(lc) => Some(crate::wal::open(lc, config.max_job_size)?),
             None => None,
         };
-        let listener = engine
-            .block_on(async { Listener::bind(&config.listen) })
-            .map_err(|e| ServerError::Bind {
-                addr: describe(&config.listen),
-                source: e,
-            })?;
-        let addr = listener.local_addr().map_err(|e| ServerError::Bind {
-            addr: describe(&config.listen),
-            source: e,
-        })?;
+        let bound = engine
+            .block_on(async { bind_all(&config.listen, &config.listen_fds, config.unix_mode) })?;
+        let listeners = bound.listeners;
         let shared = Arc::new(Shared::new(
             config.max_job_size,
             config.verbose,
@@ -220,7 +227,7 @@ impl ServerHandle {
         let task_shared = Arc::clone(&shared);
         let runtime = engine
             .run(async move {
-                run(listener, task_shared, async {
+                run(listeners, task_shared, async {
                     let _ = rx.await;
                 })
                 .await;
@@ -232,14 +239,20 @@ impl ServerHandle {
             shutdown: Arc::new(Mutex::new(Some(tx))),
             done,
             shared,
-            addr,
+            addrs: bound.addrs,
+            socket_files: bound.files,
             log,
         })
     }
 
-    /// The address actually bound (with the real port when 0 was asked for).
+    /// The first address listened on (with the real port when 0 was asked for).
     pub fn local_addr(&self) -> &BoundAddr {
-        &self.addr
+        &self.addrs[0]
+    }
+
+    /// Every address listened on, in the order given (inherited sockets first).
+    pub fn local_addrs(&self) -> &[BoundAddr] {
+        &self.addrs
     }
 
     pub fn is_running(&self) -> bool {
@@ -295,9 +308,7 @@ impl ServerHandle {
         if let Some(rt) = self.runtime.take() {
             rt.stop(timeout);
         }
-        if let BoundAddr::Unix(path) = &self.addr {
-            let _ = std::fs::remove_file(path);
-        }
+        self.socket_files.remove();
         if let Some(mut log) = self.log.take() {
             // Everything journaled is written (and synced, unless -F) before the
             // directory lock is released.
@@ -348,13 +359,6 @@ impl Drop for ServerHandle {
         if self.runtime.is_some() {
             self.stop(Duration::from_secs(1));
         }
-    }
-}
-
-fn describe(addr: &ListenAddr) -> String {
-    match addr {
-        ListenAddr::Tcp(a) => a.to_string(),
-        ListenAddr::Unix(p) => format!("unix:{}", p.display()),
     }
 }
 

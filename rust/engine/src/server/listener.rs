@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpSocket, UnixListener};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Notify;
 
 use super::{conn, Shared};
 
 /// Connections waiting to be accepted, as beanstalkd asks for.
-const BACKLOG: u32 = 1024;
+pub(super) const BACKLOG: u32 = 1024;
 
 /// Whether an accepted TCP socket inherits TCP_NODELAY from the listening socket (so
 /// setting it once on the listener spares a system call per connection). Linux copies
@@ -29,8 +29,10 @@ pub enum ListenAddr {
 }
 
 impl ListenAddr {
-    /// Parse `-l` (`127.0.0.1`, `::1`, `[::1]`, `0.0.0.0`, `localhost` or
-    /// `unix:/path`) with `-p`.
+    /// Parse one `-l` value: `127.0.0.1`, `::1`, `[::1]`, `0.0.0.0`, `localhost`,
+    /// any of these with a port (`127.0.0.1:11301`, `[::1]:11301`, `localhost:11301`;
+    /// an IPv6 address takes its port only inside brackets), or `unix:/path`.
+    /// `port` (`-p`) is the port of an address given without one.
     pub fn parse(listen: &str, port: u16) -> Result<ListenAddr, String> {
         if let Some(path) = listen.strip_prefix("unix:") {
             if path.is_empty() {
@@ -38,20 +40,51 @@ impl ListenAddr {
             }
             return Ok(ListenAddr::Unix(PathBuf::from(path)));
         }
-        let host = listen.trim_start_matches('[').trim_end_matches(']');
-        if host == "localhost" {
-            return Ok(ListenAddr::Tcp(SocketAddr::new(
-                IpAddr::from([127, 0, 0, 1]),
-                port,
-            )));
+        let bad = || {
+            format!(
+                "{listen:?} is not an IPv4 or IPv6 address (with an optional port: \
+                 127.0.0.1:11300, [::1]:11300) or unix:/path (host names other than \
+                 localhost are not resolved)"
+            )
+        };
+        let (host, port) = if let Some(rest) = listen.strip_prefix('[') {
+            let (inside, after) = rest.split_once(']').ok_or_else(bad)?;
+            let port = match after {
+                "" => port,
+                _ => parse_port(after.strip_prefix(':').ok_or_else(bad)?)?,
+            };
+            (inside, port)
+        } else if listen.parse::<IpAddr>().is_ok() {
+            (listen, port)
+        } else {
+            match listen.split_once(':') {
+                Some((host, after)) if !after.contains(':') => (host, parse_port(after)?),
+                _ => (listen, port),
+            }
+        };
+        let ip = if host == "localhost" {
+            IpAddr::from([127, 0, 0, 1])
+        } else {
+            host.parse::<IpAddr>().map_err(|_| bad())?
+        };
+        Ok(ListenAddr::Tcp(SocketAddr::new(ip, port)))
+    }
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListenAddr::Tcp(a) => write!(f, "{a}"),
+            ListenAddr::Unix(p) => write!(f, "unix:{}", p.display()),
         }
-        match host.parse::<IpAddr>() {
-            Ok(ip) => Ok(ListenAddr::Tcp(SocketAddr::new(ip, port))),
-            Err(_) => Err(format!(
-                "{listen:?} is not an IPv4 or IPv6 address or unix:/path (host names other \
-                 than localhost are not resolved)"
-            )),
-        }
+    }
+}
+
+/// The port after `HOST:` in `-l`: decimal digits, 0 to 65535.
+fn parse_port(text: &str) -> Result<u16, String> {
+    match text.parse::<u16>() {
+        Ok(port) if text.bytes().all(|b| b.is_ascii_digit()) => Ok(port),
+        _ => Err(format!("{text:?} is not a port number (0 to 65535)")),
     }
 }
 
@@ -82,22 +115,8 @@ impl Listener {
     /// Bind and listen. Must be called inside a tokio runtime.
     pub fn bind(addr: &ListenAddr) -> io::Result<Listener> {
         match addr {
-            ListenAddr::Tcp(sa) => {
-                let socket = if sa.is_ipv4() {
-                    TcpSocket::new_v4()?
-                } else {
-                    TcpSocket::new_v6()?
-                };
-                socket.set_reuseaddr(true)?;
-                // Replies are written whole, one write per batch: never delay them.
-                socket.set_nodelay(true)?;
-                socket.bind(*sa)?;
-                Ok(Listener::Tcp(socket.listen(BACKLOG)?))
-            }
-            ListenAddr::Unix(path) => {
-                remove_stale_socket(path)?;
-                Ok(Listener::Unix(UnixListener::bind(path)?, path.clone()))
-            }
+            ListenAddr::Tcp(sa) => super::bind::bind_tcp(*sa, false),
+            ListenAddr::Unix(path) => super::bind::bind_unix(path, None),
         }
     }
 
@@ -111,7 +130,7 @@ impl Listener {
 
 /// A socket file left by a server that is gone would make bind fail; remove it,
 /// but never remove anything that is not a socket.
-fn remove_stale_socket(path: &std::path::Path) -> io::Result<()> {
+pub(super) fn remove_stale_socket(path: &std::path::Path) -> io::Result<()> {
     use std::os::unix::fs::FileTypeExt;
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
@@ -233,6 +252,62 @@ mod tests {
         // What accept_loop relies on when it skips set_nodelay.
         if NODELAY_INHERITED {
             assert!(stream.nodelay().expect("getsockopt"));
+        }
+    }
+
+    fn tcp(text: &str) -> SocketAddr {
+        text.parse().expect("socket address")
+    }
+
+    #[test]
+    fn listen_addresses_take_a_port_or_the_default_one() {
+        let ok = [
+            ("127.0.0.1", "127.0.0.1:11300"),
+            ("0.0.0.0", "0.0.0.0:11300"),
+            ("::1", "[::1]:11300"),
+            ("::", "[::]:11300"),
+            ("[::1]", "[::1]:11300"),
+            ("localhost", "127.0.0.1:11300"),
+            ("127.0.0.1:11301", "127.0.0.1:11301"),
+            ("[::1]:0", "[::1]:0"),
+            ("[fd00::2]:65535", "[fd00::2]:65535"),
+            ("localhost:8", "127.0.0.1:8"),
+        ];
+        for (text, want) in ok {
+            assert_eq!(
+                ListenAddr::parse(text, 11300),
+                Ok(ListenAddr::Tcp(tcp(want))),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            ListenAddr::parse("unix:/run/b.sock", 11300),
+            Ok(ListenAddr::Unix("/run/b.sock".into()))
+        );
+    }
+
+    #[test]
+    fn malformed_listen_addresses_are_refused() {
+        for text in [
+            "",
+            "example.org",
+            "example.org:80",
+            "1.2.3.4.5",
+            "127.0.0.1:",
+            "127.0.0.1:65536",
+            "127.0.0.1:+80",
+            "127.0.0.1:8x",
+            "[::1",
+            "[::1]80",
+            "[::1]:",
+            "[::1]:-1",
+            "[nope]:80",
+            "unix:",
+        ] {
+            assert!(
+                ListenAddr::parse(text, 11300).is_err(),
+                "{text:?} was accepted"
+            );
         }
     }
 }

@@ -1,11 +1,12 @@
 //! tokio networking: listeners, one task per connection, one clock task.
 //!
-//! Shape: [`run`] accepts until `shutdown` resolves; every connection runs
+//! Shape: [`run`] accepts on every listener until `shutdown` resolves; every connection runs
 //! [`conn::serve`]; [`clock::run`] sleeps until the store's next deadline. All of
 //! them share one [`Shared`]: the store behind a mutex, the clock's alarm, the stop
 //! flag and the count of running connections.
 
 mod admin;
+mod bind;
 mod clock;
 mod conn;
 mod engine;
@@ -228,10 +229,35 @@ pub struct Settled {
     log: Option<u64>,
 }
 
-/// Serve `listener` until `shutdown` resolves, then close every connection.
-pub async fn run(listener: Listener, shared: Arc<Shared>, shutdown: impl std::future::Future) {
+/// Serve `listeners` (one accept task each) until `shutdown` resolves, then close
+/// every listener and every connection.
+pub async fn run(
+    listeners: Vec<Listener>,
+    shared: Arc<Shared>,
+    shutdown: impl std::future::Future,
+) {
     let clock = tokio::spawn(clock::run(Arc::clone(&shared)));
-    listener::accept_loop(listener, &shared, shutdown).await;
+    // A watch channel: every accept task waits on the same one change, and a task
+    // that starts waiting after it was sent still sees it.
+    let (stop_accepting, accepting) = tokio::sync::watch::channel(false);
+    let accepts: Vec<_> = listeners
+        .into_iter()
+        .map(|listener| {
+            let shared = Arc::clone(&shared);
+            let mut accepting = accepting.clone();
+            tokio::spawn(async move {
+                let stop = async move {
+                    let _ = accepting.wait_for(|&stop| stop).await;
+                };
+                listener::accept_loop(listener, &shared, stop).await;
+            })
+        })
+        .collect();
+    shutdown.await;
+    let _ = stop_accepting.send(true);
+    for accept in accepts {
+        let _ = accept.await;
+    }
     shared.stop_all();
     shared.live.wait_for_none().await;
     let _ = clock.await;

@@ -69,7 +69,7 @@ pub fn log_config(dir: &Path, segment_size: u64, fsync: FsyncPolicy) -> LogConfi
 
 pub fn try_start(log: LogConfig) -> Result<(ServerHandle, SocketAddr), ServerError> {
     let config = ServerConfig {
-        listen: ListenAddr::Tcp(([127, 0, 0, 1], 0).into()),
+        listen: vec![ListenAddr::Tcp(([127, 0, 0, 1], 0).into())],
         threads: 2,
         max_job_size: MAX_JOB,
         log: Some(log),
@@ -318,7 +318,7 @@ impl CustomServer {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task_shared = Arc::clone(&shared);
         runtime.spawn(async move {
-            run(listener, task_shared, async {
+            run(vec![listener], task_shared, async {
                 let _ = rx.await;
             })
             .await;

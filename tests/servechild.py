@@ -1,0 +1,168 @@
+"""A ``beanpole serve`` child process for the listener and systemd tests: started directly
+or through a launcher (``systemd-socket-activate``), stderr read line by line, and the
+addresses of its "listening on" line parsed; plus a small blocking client that speaks
+TCP or a Unix socket."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import beanpole
+
+TIMEOUT = 10.0  # seconds; an upper bound for anything that should take milliseconds
+LISTENING = re.compile(r"^beanpole (\S+) listening on (.+?)(?:; log: .*)?$")
+
+Address = tuple[str, int] | str
+
+
+def parse_address(text: str) -> Address:
+    """``127.0.0.1:5`` -> ("127.0.0.1", 5), ``[::1]:5`` -> ("::1", 5), ``unix:/p`` -> "/p"."""
+    if text.startswith("unix:"):
+        return text.removeprefix("unix:")
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This environment without BEANPOLE_*, NOTIFY_SOCKET or LISTEN_*, with beanpole
+    importable, plus ``extra``."""
+    package_root = str(Path(beanpole.__file__).resolve().parent.parent)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("BEANPOLE_", "LISTEN_")) and k != "NOTIFY_SOCKET"
+    }
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [package_root, env.get("PYTHONPATH")] if p)
+    env.update(extra or {})
+    return env
+
+
+class ServeChild:
+    """``[*prefix] python -m beanpole serve ARGS``."""
+
+    def __init__(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        prefix: Sequence[str] = (),
+    ) -> None:
+        self.args = args
+        self.proc = subprocess.Popen(
+            [*prefix, sys.executable, "-m", "beanpole", "serve", *args],
+            env=child_env(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.stderr: list[str] = []
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr.append(line)
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)
+
+    def wait_line(self, pattern: str | re.Pattern[str]) -> re.Match[str]:
+        """Wait for a stderr line matching ``pattern`` (earlier lines are skipped)."""
+        while True:
+            try:
+                line = self._lines.get(timeout=TIMEOUT)
+            except queue.Empty:
+                raise AssertionError(
+                    f"no line matching {pattern!r} within {TIMEOUT}s; "
+                    f"stderr so far: {''.join(self.stderr)!r}"
+                ) from None
+            if line is None:
+                status = self.proc.wait(timeout=TIMEOUT)
+                raise AssertionError(
+                    f"{self.args} exited ({status}) before a line matching {pattern!r}; "
+                    f"stderr: {''.join(self.stderr)!r}"
+                )
+            match = re.search(pattern, line)
+            if match:
+                return match
+
+    def listening(self) -> list[Address]:
+        """Wait for the "listening on" line; every address it names, in order."""
+        match = self.wait_line(LISTENING)
+        assert match.group(1) == beanpole.__version__
+        return [parse_address(part) for part in match.group(2).split(", ")]
+
+    def finish(self) -> int:
+        """Wait for the process to exit; its status, with all of stderr read."""
+        status = self.proc.wait(timeout=TIMEOUT)
+        self._reader.join(timeout=TIMEOUT)
+        return status
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=TIMEOUT)
+        self._reader.join(timeout=TIMEOUT)
+
+
+def connect(address: Address) -> socket.socket:
+    if isinstance(address, str):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(TIMEOUT)
+        sock.connect(address)
+        return sock
+    return socket.create_connection(address, timeout=TIMEOUT)
+
+
+def command(sock: socket.socket, data: bytes) -> bytes:
+    """Send ``data``; return one reply line (with its body when the reply has one)."""
+    sock.sendall(data)
+    buf = b""
+    while b"\r\n" not in buf:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed; got {buf!r}"
+        buf += chunk
+    head = buf.split(b"\r\n", 1)[0]
+    if head.startswith((b"OK ", b"RESERVED ", b"FOUND ")):
+        total = len(head) + 2 + int(head.split()[-1]) + 2
+        while len(buf) < total:
+            chunk = sock.recv(65536)
+            assert chunk, f"connection closed; got {buf!r}"
+            buf += chunk
+    return buf
+
+
+def stats(address: Address) -> dict[str, str]:
+    """The ``stats`` of the server at ``address`` (values as strings)."""
+    with connect(address) as sock:
+        reply = command(sock, b"stats\r\n").decode()
+    body = reply.split("\r\n", 1)[1]
+    pairs = (line.split(": ", 1) for line in body.splitlines() if ": " in line)
+    return {key: value.strip() for key, value in pairs}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (bound to port 0, then closed)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def have_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
