@@ -101,16 +101,82 @@ pub fn pipeline<E>(
     }
 }
 
+/// Why a batch stopped early.
+#[derive(Debug)]
+pub enum Cause<E> {
+    /// The server refused an item, or the connection failed.
+    Client(ClientError),
+    /// The source of the items failed (for Python: the iterable raised).
+    Source(E),
+}
+
 /// A batch that stopped at a failing item.
 #[derive(Debug)]
-pub struct BatchFailure {
+pub struct BatchFailure<T, E> {
     /// Index of the item that failed (for a lost connection: the first unanswered).
     pub index: usize,
-    pub error: ClientError,
-    /// Ids acknowledged before the failing item, in order.
-    pub done: Vec<u64>,
-    /// `(index, id)` acknowledged after it: commands already in flight.
-    pub after: Vec<(usize, u64)>,
+    pub cause: Cause<E>,
+    /// Results acknowledged before the failing item, in order.
+    pub done: Vec<T>,
+    /// `(index, result)` acknowledged after it: items that were already in flight.
+    pub after: Vec<(usize, T)>,
+}
+
+/// Keeps the results of a batch as replies come, and the first failure.
+#[derive(Debug)]
+pub struct Tally<T> {
+    pub done: Vec<T>,
+    pub after: Vec<(usize, T)>,
+    pub failed: Option<(usize, ClientError)>,
+    /// Replies seen so far.
+    pub answered: usize,
+}
+
+impl<T> Default for Tally<T> {
+    fn default() -> Self {
+        Tally {
+            done: Vec::new(),
+            after: Vec::new(),
+            failed: None,
+            answered: 0,
+        }
+    }
+}
+
+impl<T> Tally<T> {
+    /// Record item `index`'s outcome; false once the batch has failed.
+    pub fn record(&mut self, index: usize, outcome: Result<T, ClientError>) -> bool {
+        self.answered += 1;
+        match outcome {
+            Ok(v) if self.failed.is_none() => self.done.push(v),
+            Ok(v) => self.after.push((index, v)),
+            Err(e) => {
+                if self.failed.is_none() {
+                    self.failed = Some((index, e));
+                }
+            }
+        }
+        self.failed.is_none()
+    }
+
+    /// The batch's result, given what [`pipeline`] returned.
+    pub fn finish<E>(
+        self,
+        result: Result<Option<E>, ClientError>,
+    ) -> Result<Vec<T>, BatchFailure<T, E>> {
+        let (index, cause) = match (self.failed, result) {
+            (Some((index, e)), _) => (index, Cause::Client(e)),
+            (None, Err(e)) => (self.answered, Cause::Client(e)),
+            (None, Ok(Some(e))) => (self.answered, Cause::Source(e)),
+            (None, Ok(None)) => return Ok(self.done),
+        };
+        Err(BatchFailure {
+            index,
+            cause,
+            done: self.done,
+            after: self.after,
+        })
+    }
 }
 
 /// Put every body, pipelined; the ids in order.
@@ -121,11 +187,15 @@ pub fn put_many<'b>(
     delay: u32,
     ttr: u32,
     window: usize,
-) -> Result<Vec<u64>, BatchFailure> {
+) -> Result<Vec<u64>, BatchFailure<u64, ClientError>> {
     let mut bodies = bodies.into_iter();
-    let mut done = Vec::new();
-    let mut after = Vec::new();
-    let mut failed: Option<(usize, ClientError)> = None;
+    let mut tally = Tally::default();
+    let put = Command::Put {
+        pri,
+        delay,
+        ttr,
+        body: b"",
+    };
     let result = pipeline(
         conn,
         window,
@@ -139,43 +209,18 @@ pub fn put_many<'b>(
                     body,
                 })?;
             }
-            Ok::<(), ClientError>(())
+            Ok(())
         },
         |index, reply| {
-            match (Command::Put {
-                pri,
-                delay,
-                ttr,
-                body: b"",
-            })
-            .expect(reply)
-            {
-                Ok(Reply::Inserted(id)) if failed.is_none() => done.push(id),
-                Ok(Reply::Inserted(id)) => after.push((index, id)),
-                Ok(_) => {}
-                Err(e) => {
-                    if failed.is_none() {
-                        failed = Some((index, e));
-                    }
-                }
-            }
-            failed.is_none()
+            let outcome = put.expect(reply).and_then(|r| match r {
+                Reply::Inserted(id) => Ok(id),
+                other => Err(ClientError::Unexpected {
+                    addr: String::new(),
+                    line: other.describe(),
+                }),
+            });
+            tally.record(index, outcome)
         },
     );
-    let answered = done.len() + after.len() + usize::from(failed.is_some());
-    match (result, failed) {
-        (Err(error), None) | (Ok(Some(error)), None) => Err(BatchFailure {
-            index: answered,
-            error,
-            done,
-            after,
-        }),
-        (_, Some((index, error))) => Err(BatchFailure {
-            index,
-            error,
-            done,
-            after,
-        }),
-        (Ok(None), None) => Ok(done),
-    }
+    tally.finish(result)
 }

@@ -5,7 +5,7 @@ use std::os::fd::OwnedFd;
 use std::process::{Child, Command as Process, Stdio};
 use std::time::Duration;
 
-use beanpole_client::batch::{pipeline, put_many};
+use beanpole_client::batch::{pipeline, put_many, Cause};
 use beanpole_client::{Address, ClientError, Command, Connection, ErrorReply, Reply};
 use beanpole_engine::server::{BoundAddr, ListenAddr, ServerConfig, ServerHandle};
 
@@ -124,8 +124,8 @@ fn put_many_reports_the_failing_item_and_keeps_the_rest() {
         let failure = put_many(&mut c, bodies, 0, 0, 60, 8).expect_err("item 20 is too big");
         assert_eq!(failure.index, 20);
         assert!(matches!(
-            failure.error,
-            ClientError::Reply(ErrorReply::JobTooBig)
+            failure.cause,
+            Cause::Client(ClientError::Reply(ErrorReply::JobTooBig))
         ));
         assert_eq!(failure.done, (1..=20).collect::<Vec<u64>>());
         // Items already in flight after 20 were stored; none after the window.
