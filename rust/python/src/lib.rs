@@ -4,6 +4,7 @@
 //! `ServerHandle`; every call that can block (start, stop, wait) releases the GIL.
 
 mod binlog;
+mod client;
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -217,6 +218,7 @@ impl PyServerHandle {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", beanpole_engine::VERSION)?;
     m.add_class::<PyServerHandle>()?;
+    m.add_class::<client::PyClient>()?;
     m.add_function(wrap_pyfunction!(binlog::binlog_dump, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_verify, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_compact, m)?)?;
