@@ -148,10 +148,12 @@ def test_job_too_big(small_server: Running) -> None:
 
 
 def test_draining(any_server: Running, client: Client[str]) -> None:
+    job_id = client.put("before")  # beanstalkd is up (its SIGUSR1 handler installed)
     drain(any_server)
     wait_until(lambda: client.stats()["draining"] == "true", "drain mode")
     with pytest.raises(errors.DrainingError):
         client.put("x")
+    assert client.reserve(0).id == job_id
 
 
 def test_error_hierarchy() -> None:
