@@ -77,7 +77,9 @@ class AsyncClient:
         try:
             return await fut
         except asyncio.CancelledError:
-            if not fut.done() and self._client is not None:
+            # The call may still be running, or may have finished with a result no one
+            # will see (a reserved job): closing covers both.
+            if self._client is not None:
                 self._client.interrupt()
             raise
 

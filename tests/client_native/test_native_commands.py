@@ -130,7 +130,7 @@ def test_stats(client: Client[str]) -> None:
     assert stats["current-jobs-ready"] == 1
     assert stats["cmd-put"] == 1
     assert isinstance(stats["version"], str)
-    assert parse_yaml(b"---\nname: \"q\"\nn: 3\n") == {"name": "q", "n": 3}
+    assert parse_yaml(b'---\nname: "q"\nn: 3\n') == {"name": "q", "n": 3}
 
 
 def test_deadline_soon(client: Client[str]) -> None:
