@@ -72,7 +72,6 @@ class ServerHandle:
         """The values of the ``stats`` command, keyed as on the wire; with a log also
         ``log-failing`` (writes or fsyncs failing now) and ``log-errors`` (seen so far)."""
 
-
 _Path = str | os.PathLike[str]
 
 def binlog_dump(dir: _Path) -> tuple[list[dict[str, Any]], list[str]]:

@@ -23,6 +23,7 @@ import click
 from click.core import ParameterSource
 
 from beanpole.binlog import binlog
+from beanpole.cli_admin import register as register_admin
 from beanpole.config import CONFIG_FILE_ENV, Config, ConfigError, env_var, help_text
 from beanpole.server import Server, ServerError
 
@@ -229,6 +230,7 @@ def _say(line: str) -> None:
 
 
 cli.add_command(binlog)
+register_admin(cli)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

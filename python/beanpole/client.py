@@ -236,6 +236,11 @@ class Client(Generic[TBody]):
     def __repr__(self) -> str:
         return f"beanpole.Client({self.address!r})"
 
+    @property
+    def connected(self) -> bool:
+        """False once closed, or after the connection failed."""
+        return self._native.connected
+
     def close(self) -> None:
         """Close the connection; the server releases any job it still has reserved."""
         self._native.close()
@@ -382,7 +387,7 @@ class Client(Generic[TBody]):
                 bodies = (b.encode(enc) if isinstance(b, str) else b for b in bodies)
             return self._native.put_many(bodies, priority, delay, ttr, window, utf8 and self._utf8)
         finally:
-            if previous is not None and self._native.connected:
+            if previous is not None and self.connected:
                 self.use(previous)
 
     def reserve_many(
