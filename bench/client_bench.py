@@ -51,6 +51,8 @@ class ServerProcess:
             stderr=subprocess.PIPE,
             text=True,
         )
+        # Lines of the server's stderr, from a reader thread (a queue, so the wait for
+        # the listening line can time out).
         lines: queue.Queue[str | None] = queue.Queue()
 
         def read() -> None:

@@ -381,11 +381,11 @@ class Client(Generic[TBody]):
                 from beanpole.client_arrow import put_arrow
 
                 return put_arrow(self._native, bodies, priority, delay, ttr, window)
-            utf8 = self._utf8 or self.encoding is None
             if self.encoding is not None and not self._utf8:
+                # The native side encodes only UTF-8; other encodings are done here.
                 enc = self.encoding
                 bodies = (b.encode(enc) if isinstance(b, str) else b for b in bodies)
-            return self._native.put_many(bodies, priority, delay, ttr, window, utf8 and self._utf8)
+            return self._native.put_many(bodies, priority, delay, ttr, window, self._utf8)
         finally:
             if previous is not None and self.connected:
                 self.use(previous)

@@ -324,10 +324,10 @@ class ShardedClient:
         servers = self._rotation()
         won: list[Job[Any]] = []
         failed: list[BaseException] = []
+        # Counts the waiting threads that have finished: the caller wakes on each one.
         finished = threading.Semaphore(0)
         # Decides the single winner; held only to read and set ``won``.
         claim = threading.Lock()
-        done = threading.Event()
 
         def wait_on(server: str) -> None:
             try:
@@ -337,12 +337,10 @@ class ShardedClient:
                         first = not won
                         if first:
                             won.append(job)
-                            done.set()
                     if not first:
                         self._give_back(job)
             except BaseException as err:
                 failed.append(err)
-                done.set()
             finally:
                 finished.release()
 

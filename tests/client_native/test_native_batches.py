@@ -205,3 +205,15 @@ def test_pyarrow_failure_reports_the_index_across_chunks(small_server: Running) 
             c.put_many(arr, window=1)
         assert info.value.index == 3
         assert info.value.ids == [1, 2, 3]
+
+
+def test_other_encodings(any_server: Running) -> None:
+    with Client(any_server.address, encoding="latin-1") as c:
+        ids = c.put_many(["café", b"raw\xe9"])
+        c.put("ñ")
+        jobs = c.reserve_many(3)
+        assert [j.body for j in jobs] == ["café", "rawé", "ñ"]
+        assert [j.id for j in jobs][:2] == ids
+    with Client(any_server.address, encoding=None) as raw:
+        raw.put_many([b"x"])
+        assert raw.peek(ids[0]).body == "café".encode("latin-1")
