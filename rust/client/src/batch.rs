@@ -224,3 +224,57 @@ pub fn put_many<'b>(
     );
     tally.finish(result)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorReply;
+
+    fn refused() -> ClientError {
+        ClientError::Reply(ErrorReply::JobTooBig)
+    }
+
+    #[test]
+    fn tally_keeps_results_before_and_after_the_first_failure() {
+        let mut t = Tally::default();
+        assert!(t.record(0, Ok(10u64)));
+        assert!(t.record(1, Ok(11)));
+        assert!(!t.record(2, Err(refused())));
+        assert!(!t.record(3, Ok(13)));
+        assert!(!t.record(4, Err(ClientError::Reply(ErrorReply::NotFound))));
+        let f = t.finish::<()>(Ok(None)).expect_err("failed");
+        assert_eq!(f.index, 2);
+        assert!(matches!(
+            f.cause,
+            Cause::Client(ClientError::Reply(ErrorReply::JobTooBig))
+        ));
+        assert_eq!(f.done, vec![10, 11]);
+        assert_eq!(f.after, vec![(3, 13)]);
+    }
+
+    #[test]
+    fn tally_reports_source_and_connection_failures_at_the_first_unanswered_item() {
+        let mut t = Tally::default();
+        t.record(0, Ok(1u64));
+        let f = t.finish(Ok(Some("source broke"))).expect_err("failed");
+        assert_eq!((f.index, f.done), (1, vec![1]));
+        assert!(matches!(f.cause, Cause::Source("source broke")));
+
+        let mut t = Tally::default();
+        t.record(0, Ok(1u64));
+        t.record(1, Ok(2));
+        let lost = ClientError::Closed { addr: "x".into() };
+        let f = t.finish::<()>(Err(lost)).expect_err("failed");
+        assert_eq!(f.index, 2);
+        assert!(matches!(f.cause, Cause::Client(ClientError::Closed { .. })));
+    }
+
+    #[test]
+    fn tally_without_failure_is_the_results() {
+        let mut t = Tally::default();
+        for i in 0..5u64 {
+            assert!(t.record(i as usize, Ok(i)));
+        }
+        assert_eq!(t.finish::<()>(Ok(None)).ok(), Some(vec![0, 1, 2, 3, 4]));
+    }
+}
