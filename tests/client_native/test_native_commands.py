@@ -263,3 +263,22 @@ def test_defaults_match_greenstalk() -> None:
     assert DEFAULT_PRIORITY == greenstalk.DEFAULT_PRIORITY
     for name in ("NotFoundError", "TimedOutError", "DeadlineSoonError", "BuriedError"):
         assert hasattr(beanpole, name) and hasattr(greenstalk, name)
+
+
+def test_import_beanpole_stays_light() -> None:
+    """The client names resolve lazily, and neither they nor the CLI load the native
+    module or pyarrow until a client is made."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, beanpole, beanpole.cli\n"
+        "assert beanpole.Client.__name__ == 'Client'\n"
+        "assert beanpole.ShardedClient and beanpole.AsyncClient and beanpole.BatchError\n"
+        "assert issubclass(beanpole.NotFoundError, beanpole.ClientError)\n"
+        "print(sorted(m for m in sys.modules if m in ('beanpole._core', 'pyarrow', 'rich')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "[]", out
