@@ -169,7 +169,7 @@ class BatchError(ClientError):
         index: int,
         reason: BaseException,
         ids: list[object],
-        after: list[tuple[int, int]],
+        after: list[tuple[int, object]],
     ) -> None:
         super().__init__(message)
         self.index = index

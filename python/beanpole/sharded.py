@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from beanpole.client import (
     DEFAULT_DELAY,
@@ -192,7 +192,13 @@ class ShardedClient:
     ) -> list[tuple[str, int]]:
         """Put every body, split by server (by ``keys``, one per body, or round robin)
         and pipelined to every server at once; ``(server, id)`` per body, in order.
-        The iterable is read ``window`` items per server at a time."""
+        The iterable is read ``window`` items per server at a time.
+
+        A failure raises ``BatchError``: ``index`` is the first body not stored,
+        ``reason`` its error (``ServerDownError`` naming a server that went away),
+        ``ids`` and ``after`` the ``(server, id)`` pairs stored before and after it.
+        With ``skip_down`` a server that goes away is left out and its unacknowledged
+        bodies go to the others."""
         out: list[tuple[str, int]] = []
         it = iter(bodies)
         key_it = iter(keys) if keys is not None else None
@@ -204,7 +210,16 @@ class ShardedClient:
                 chunk_keys: list[str | bytes | None] = (
                     [next(key_it) for _ in chunk] if key_it is not None else [None] * len(chunk)
                 )
-                out += self._put_chunk(pool, chunk, chunk_keys, priority, delay, ttr, window)
+                try:
+                    out += self._put_chunk(pool, chunk, chunk_keys, priority, delay, ttr, window)
+                except BatchError as err:
+                    raise BatchError(
+                        str(err).replace(f"item {err.index}", f"item {err.index + len(out)}"),
+                        err.index + len(out),
+                        err.reason,
+                        [*out, *err.ids],
+                        [(i + len(out), v) for i, v in err.after],
+                    ) from err.reason
 
     def _put_chunk(
         self,
@@ -238,14 +253,36 @@ class ShardedClient:
                     continue
                 down = isinstance(failure.reason, ClientConnectionError)
                 if not (self.skip_down and down):
-                    if down:
-                        raise ServerDownError(
-                            f"server {server} failed in put_many: {failure}", server
-                        ) from failure
-                    raise failure
+                    raise self._chunk_failure(server, left, failure, result, down)
                 excluded.add(server)
                 pending += left
         return [r for r in result if r is not None]
+
+    @staticmethod
+    def _chunk_failure(
+        server: str,
+        left: list[int],
+        failure: BatchError,
+        result: list[tuple[str, int] | None],
+        down: bool,
+    ) -> BatchError:
+        """The BatchError for a chunk: indexes within the chunk (``put_many`` shifts
+        them), ``(server, id)`` pairs acknowledged before and after the failing item."""
+        first = min(left) if left else len(result)
+        reason: BaseException = failure.reason
+        if down:
+            reason = ServerDownError(f"server {server} is down: {failure.reason}", server)
+        ids: list[object] = [r for r in result[:first] if r is not None]
+        after: list[tuple[int, object]] = [
+            (i, r) for i, r in enumerate(result) if i > first and r is not None
+        ]
+        return BatchError(
+            f"put_many stopped at item {first} on server {server}: {reason}",
+            first,
+            reason,
+            ids,
+            after,
+        )
 
     def _send_group(
         self,
@@ -267,10 +304,11 @@ class ShardedClient:
                 ),
             )
         except BatchError as err:
+            # A Client's put_many reports plain int ids.
             for j, job_id in enumerate(err.ids):
-                result[idx[j]] = (server, int(str(job_id)))
+                result[idx[j]] = (server, cast(int, job_id))
             for j, job_id in err.after:
-                result[idx[j]] = (server, job_id)
+                result[idx[j]] = (server, cast(int, job_id))
             if isinstance(err.reason, ClientConnectionError):
                 self._mark_down(server)
             return server, [i for i in idx if result[i] is None], err

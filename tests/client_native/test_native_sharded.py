@@ -169,3 +169,30 @@ def test_server_stopped_during_put_many_with_skip_down(three: list[Running]) -> 
                 alive += c.stats()["current-jobs-ready"]
         on_dead = sum(1 for s, _ in placed if s == addr(three[0]))
         assert alive + on_dead == 6000
+
+
+def test_server_stopped_during_put_many_without_skip_down(three: list[Running]) -> None:
+    addresses = [r.address for r in three]
+    with ShardedClient(addresses) as sc:
+
+        def bodies() -> Iterator[str]:
+            for i in range(3000):
+                if i == 1500:
+                    stop_server(three[1])
+                yield f"b{i}"
+
+        with pytest.raises(errors.BatchError) as info:
+            sc.put_many(bodies(), window=100)
+        err = info.value
+        assert isinstance(err.reason, errors.ServerDownError)
+        assert err.reason.server == addr(three[1])
+        assert addr(three[1]) in str(err)
+        assert 1200 <= err.index <= 1800
+        stored = [*err.ids, *(v for _, v in err.after)]
+        assert len(set(stored)) == len(stored)
+        assert all(isinstance(p, tuple) and len(p) == 2 for p in stored)
+        # Everything reported as stored on a live server is there, and nothing else.
+        for r in (three[0], three[2]):
+            with Client(r.address) as c:
+                mine = sum(1 for s, _ in stored if s == addr(r))  # type: ignore[misc]
+                assert c.stats()["current-jobs-ready"] == mine
