@@ -189,26 +189,26 @@ class AsyncClient:
     ) -> list[Job[Any]]:
         return await self._run(lambda c: c.reserve_many(n, timeout, window=window))
 
-    async def delete_many(self, jobs: Iterable[JobOrId], *, window: int = DEFAULT_WINDOW) -> None:
-        await self._run(lambda c: c.delete_many(jobs, window=window))
+    async def delete_many(self, ids: Iterable[JobOrId], *, window: int = DEFAULT_WINDOW) -> None:
+        await self._run(lambda c: c.delete_many(ids, window=window))
 
     async def release_many(
         self,
-        jobs: Iterable[JobOrId],
+        ids: Iterable[JobOrId],
         *,
         priority: int = DEFAULT_PRIORITY,
         delay: int = DEFAULT_DELAY,
         window: int = DEFAULT_WINDOW,
     ) -> None:
         await self._run(
-            lambda c: c.release_many(jobs, priority=priority, delay=delay, window=window)
+            lambda c: c.release_many(ids, priority=priority, delay=delay, window=window)
         )
 
     async def bury_many(
         self,
-        jobs: Iterable[JobOrId],
+        ids: Iterable[JobOrId],
         *,
         priority: int = DEFAULT_PRIORITY,
         window: int = DEFAULT_WINDOW,
     ) -> None:
-        await self._run(lambda c: c.bury_many(jobs, priority=priority, window=window))
+        await self._run(lambda c: c.bury_many(ids, priority=priority, window=window))

@@ -399,27 +399,27 @@ class Client(Generic[TBody]):
         pairs = self._native.reserve_many(n, timeout, window)
         return [self._job(p) for p in pairs]
 
-    def delete_many(self, jobs: Iterable[JobOrId], *, window: int = DEFAULT_WINDOW) -> None:
+    def delete_many(self, ids: Iterable[JobOrId], *, window: int = DEFAULT_WINDOW) -> None:
         """Delete every job (ids or Jobs), pipelined."""
-        self._native.delete_many(jobs, window)
+        self._native.delete_many(ids, window)
 
     def release_many(
         self,
-        jobs: Iterable[JobOrId],
+        ids: Iterable[JobOrId],
         *,
         priority: int = DEFAULT_PRIORITY,
         delay: int = DEFAULT_DELAY,
         window: int = DEFAULT_WINDOW,
     ) -> None:
         """Release every reserved job, pipelined."""
-        self._native.release_many(jobs, priority, delay, window)
+        self._native.release_many(ids, priority, delay, window)
 
     def bury_many(
         self,
-        jobs: Iterable[JobOrId],
+        ids: Iterable[JobOrId],
         *,
         priority: int = DEFAULT_PRIORITY,
         window: int = DEFAULT_WINDOW,
     ) -> None:
         """Bury every reserved job, pipelined."""
-        self._native.bury_many(jobs, priority, window)
+        self._native.bury_many(ids, priority, window)
