@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
+from beanpole import client_errors
+
 __all__ = ["TUBE_FIELDS", "NotFoundError", "Snapshot", "StatValue", "TubeRow", "row_of"]
 
 StatValue: TypeAlias = int | float | str | bool
@@ -35,8 +37,9 @@ TUBE_FIELDS: Final = (
 )
 
 
-class NotFoundError(KeyError):
-    """The tube or job asked about does not exist."""
+class NotFoundError(client_errors.NotFoundError, KeyError):
+    """The tube or job asked about does not exist. The same ``beanpole.NotFoundError``
+    the clients raise for NOT_FOUND, and a ``KeyError``."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "not found"

@@ -25,6 +25,7 @@ from click.core import ParameterSource
 
 from beanpole import logs, systemd
 from beanpole.binlog import binlog
+from beanpole.cli_admin import register as register_admin
 from beanpole.cli_ops import register as register_ops
 from beanpole.cli_ops import report_http
 from beanpole.config import CONFIG_FILE_ENV, LOG_FORMATS, Config, ConfigError, env_var, help_text
@@ -311,6 +312,7 @@ def _say(line: str) -> None:
 
 cli.add_command(binlog)
 register_ops(cli)  # stats, top, exporter
+register_admin(cli)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -5,6 +5,7 @@
 
 mod admin;
 mod binlog;
+mod client;
 mod events;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -297,6 +298,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<events::PyEventStream>()?;
     m.add("EVENT_KINDS", events::kind_names())?;
     m.add_class::<admin::PyAdmin>()?;
+    m.add_class::<client::PyClient>()?;
     m.add_function(wrap_pyfunction!(binlog::binlog_dump, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_verify, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_compact, m)?)?;
