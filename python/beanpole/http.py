@@ -32,6 +32,9 @@ _TEXT: Final = "text/plain; charset=utf-8"
 class _Handler(BaseHTTPRequestHandler):
     server: _Listener
     protocol_version = "HTTP/1.1"
+    #: An idle keep-alive connection is closed after this many seconds, so its thread
+    #: does not outlive a stopped endpoint for long (scrapers reconnect as needed).
+    timeout = 120
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
