@@ -197,9 +197,11 @@ class StatsClient:
         return parse_body(self._body(reply, "stats-job"))
 
     def snapshot(self) -> tuple[Stats, list[Stats]]:
-        """``stats`` and every tube's ``stats-tube``: three pipelined exchanges."""
-        server = self.stats()
-        tubes = self.stats_tubes(self.list_tubes())
+        """``stats`` and every tube's ``stats-tube``: ``stats`` and ``list-tubes`` sent
+        together, then the ``stats-tube`` windows (a tube gone meanwhile is left out)."""
+        stats_body, list_body = self._run([b"stats", b"list-tubes"])
+        server = parse_body(self._body(stats_body, "stats"), server=True)
+        tubes = self.stats_tubes(_parse_list(self._body(list_body, "list-tubes")))
         return server, [t for t in tubes if t is not None]
 
     # -- wire ---------------------------------------------------------------------------
