@@ -33,11 +33,9 @@ Stats: TypeAlias = dict[str, StatValue]
 
 #: How many pipelined commands are in flight at once.
 WINDOW: Final = 500
-#: Keys whose values stay strings even when they look like numbers (a server id of
-#: hex digits may happen to be all digits).
-_TEXT_KEYS: Final = frozenset(
-    {"id", "hostname", "os", "platform", "version", "name", "tube", "state"}
-)
+#: Keys whose values stay strings even when they look like numbers (a tube may be
+#: named "123"; the server's hex ``id`` is kept as text by ``parse_body``).
+_TEXT_KEYS: Final = frozenset({"hostname", "os", "platform", "version", "name", "tube", "state"})
 _INT: Final = re.compile(r"-?[0-9]+\Z")
 _FLOAT: Final = re.compile(r"-?[0-9]+\.[0-9]+\Z")
 _RECV: Final = 256 * 1024
@@ -58,16 +56,16 @@ class NotFoundError(StatsError, admin.NotFoundError):
 
 
 def _value(key: str, raw: str) -> StatValue:
+    if raw.isdigit() and raw.isascii() and key not in _TEXT_KEYS:  # the common case
+        return int(raw)
     if len(raw) >= 2 and raw[0] == '"' and raw[-1] == '"':
         return raw[1:-1]
-    if key in _TEXT_KEYS and key != "id":
+    if key in _TEXT_KEYS:
         return raw
     if raw == "true":
         return True
     if raw == "false":
         return False
-    if key == "id" and not _INT.match(raw):
-        return raw
     if _INT.match(raw):
         return int(raw)
     if _FLOAT.match(raw):
@@ -78,11 +76,12 @@ def _value(key: str, raw: str) -> StatValue:
 def parse_body(body: bytes, *, server: bool = False) -> Stats:
     """The ``key: value`` lines of a stats body, typed: ints, floats, bools, strings.
 
-    ``server`` marks the body of ``stats``, whose ``id`` is a string of hex digits.
+    ``server`` marks the body of ``stats``, whose ``id`` is a string of hex digits (in
+    ``stats-job`` it is the job's number).
     """
     out: Stats = {}
-    for line in body.decode("utf-8", "replace").splitlines():
-        if line == "---" or not line:
+    for line in body.decode("utf-8", "replace").split("\n"):
+        if not line or line == "---":
             continue
         key, sep, raw = line.partition(": ")
         if not sep:
