@@ -22,5 +22,11 @@ def test_metrics_bench_runs_small() -> None:
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert re.search(r"^tubes: 31, metrics body: \d+ bytes$", out, re.MULTILINE), out
-    for label in ("scrape /metrics", "store lock held", "Server.snapshot()", "fetch, beanpole"):
+    for label in (
+        "scrape /metrics",
+        "scrape CPU time",
+        "store lock held",
+        "Server.snapshot()",
+        "fetch, beanpole",
+    ):
         assert re.search(rf"{re.escape(label)}.*median [\d.]+ ms, max [\d.]+ ms", out), out

@@ -4,14 +4,17 @@ parser; exporter against beanpole and Debian's beanstalkd side by side."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -379,3 +382,44 @@ def test_exporter_needs_a_target() -> None:
     )
     assert proc.returncode == 2
     assert "--target" in proc.stderr
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 256 KiB tmpfs: a real file system that runs out of space (needs root)."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_readyz_is_503_while_the_log_refuses_puts(tiny_disk: Path) -> None:
+    with (
+        beanpole.Server(
+            port=0, http="0", binlog_dir=str(tiny_disk / "log"), segment_size=65536
+        ) as srv,
+        greenstalk.Client((srv.host, srv.port)) as c,
+    ):
+        address = srv.http_address
+        assert address is not None
+        assert get(address, "/readyz")[0] == 200
+        deadline = time.monotonic() + TIMEOUT
+        while True:  # fill the disk; the log fails, recovers and fails again as puts come
+            assert time.monotonic() < deadline, "the log never reported failing"
+            with contextlib.suppress(greenstalk.OutOfMemoryError):  # refused: no room
+                c.put("x" * 1000)
+            status, text = get(address, "/readyz")
+            if status == 503:
+                break
+        assert text == "not ready: log failing (puts are refused)\n"
+        samples, _ = scrape(address)
+        assert samples[("beanpole_binlog_errors_total", ())] >= 1

@@ -266,3 +266,14 @@ def test_a_server_of_another_protocol_is_a_one_line_error() -> None:
     assert result.exit_code == 1
     assert line.startswith(f"Error: {address[0]}:{address[1]} ")
     assert "HTTP" in line or "closed the connection" in line
+
+
+def test_parse_body_keeps_names_as_text_and_reads_signed_numbers() -> None:
+    body = b'---\nname: "123"\ncurrent-jobs-ready: 4\n'
+    assert parse_body(body) == {"name": "123", "current-jobs-ready": 4}
+    assert parse_body(b"---\nid: 7\ntube: 0\nstate: ready\ntime-left: -1\n") == {
+        "id": 7,
+        "tube": "0",
+        "state": "ready",
+        "time-left": -1,
+    }

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from beanpole.metrics import MetricsBuilder
     from beanpole.server import Server
 
-__all__ = ["HttpServer", "Response", "metrics_route", "serve_http"]
+__all__ = ["HttpServer", "Response", "collector_of", "metrics_route", "serve_http"]
 
 #: status, content type, body
 Response: TypeAlias = tuple[int, str, bytes]
@@ -32,6 +32,9 @@ _TEXT: Final = "text/plain; charset=utf-8"
 class _Handler(BaseHTTPRequestHandler):
     server: _Listener
     protocol_version = "HTTP/1.1"
+    #: An idle keep-alive connection is closed after this many seconds, so its thread
+    #: does not outlive a stopped endpoint for long (scrapers reconnect as needed).
+    timeout = 120
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -114,8 +117,8 @@ def metrics_route(
     return route
 
 
-def serve_http(server: Server, address: str) -> HttpServer:
-    """The endpoint of an embedded server: its metrics, health and readiness."""
+def collector_of(server: Server) -> Callable[[MetricsBuilder], None]:
+    """What fills an embedded server's ``/metrics``: one capped snapshot per scrape."""
 
     def collect_into(builder: MetricsBuilder) -> None:
         max_tubes = server.config.metrics_max_tubes
@@ -127,6 +130,12 @@ def serve_http(server: Server, address: str) -> HttpServer:
             other=snap.other,
             hook_events_dropped=int(getattr(server, "hook_events_dropped", 0)),
         )
+
+    return collect_into
+
+
+def serve_http(server: Server, address: str) -> HttpServer:
+    """The endpoint of an embedded server: its metrics, health and readiness."""
 
     def healthz() -> Response:
         if server.running:
@@ -141,7 +150,7 @@ def serve_http(server: Server, address: str) -> HttpServer:
 
     return HttpServer(
         address,
-        {"/metrics": metrics_route(collect_into), "/healthz": healthz, "/readyz": readyz},
+        {"/metrics": metrics_route(collector_of(server)), "/healthz": healthz, "/readyz": readyz},
     )
 
 

@@ -1,10 +1,11 @@
 """A small client for the read-only side of the beanstalkd protocol: ``stats``,
 ``list-tubes``, ``stats-tube`` and ``stats-job``, against any beanstalkd-protocol server.
 
-Many ``stats-tube`` commands go out pipelined, in windows of :data:`WINDOW`, so the stats
-of 10,000 tubes take a few round trips instead of 10,000. The YAML bodies are parsed
-here: they are flat ``key: value`` lines (or ``- name`` lists), and stock beanstalkd
-writes values such as ``os: #1 SMP`` that a YAML library would read as a comment.
+Many ``stats-tube`` commands go out pipelined, in windows of :data:`WINDOW` (two in
+flight), so the stats of 10,000 tubes take a few round trips instead of 10,000. The YAML
+bodies are parsed here: they are flat ``key: value`` lines (or ``- name`` lists), and
+stock beanstalkd writes values such as ``os: #1 SMP`` that a YAML library would read as
+a comment.
 """
 
 from __future__ import annotations
@@ -33,11 +34,9 @@ Stats: TypeAlias = dict[str, StatValue]
 
 #: How many pipelined commands are in flight at once.
 WINDOW: Final = 500
-#: Keys whose values stay strings even when they look like numbers (a server id of
-#: hex digits may happen to be all digits).
-_TEXT_KEYS: Final = frozenset(
-    {"id", "hostname", "os", "platform", "version", "name", "tube", "state"}
-)
+#: Keys whose values stay strings even when they look like numbers (a tube may be
+#: named "123"; the server's hex ``id`` is kept as text by ``parse_body``).
+_TEXT_KEYS: Final = frozenset({"hostname", "os", "platform", "version", "name", "tube", "state"})
 _INT: Final = re.compile(r"-?[0-9]+\Z")
 _FLOAT: Final = re.compile(r"-?[0-9]+\.[0-9]+\Z")
 _RECV: Final = 256 * 1024
@@ -58,16 +57,16 @@ class NotFoundError(StatsError, admin.NotFoundError):
 
 
 def _value(key: str, raw: str) -> StatValue:
+    if raw.isdigit() and raw.isascii() and key not in _TEXT_KEYS:  # the common case
+        return int(raw)
     if len(raw) >= 2 and raw[0] == '"' and raw[-1] == '"':
         return raw[1:-1]
-    if key in _TEXT_KEYS and key != "id":
+    if key in _TEXT_KEYS:
         return raw
     if raw == "true":
         return True
     if raw == "false":
         return False
-    if key == "id" and not _INT.match(raw):
-        return raw
     if _INT.match(raw):
         return int(raw)
     if _FLOAT.match(raw):
@@ -78,11 +77,12 @@ def _value(key: str, raw: str) -> StatValue:
 def parse_body(body: bytes, *, server: bool = False) -> Stats:
     """The ``key: value`` lines of a stats body, typed: ints, floats, bools, strings.
 
-    ``server`` marks the body of ``stats``, whose ``id`` is a string of hex digits.
+    ``server`` marks the body of ``stats``, whose ``id`` is a string of hex digits (in
+    ``stats-job`` it is the job's number).
     """
     out: Stats = {}
-    for line in body.decode("utf-8", "replace").splitlines():
-        if line == "---" or not line:
+    for line in body.decode("utf-8", "replace").split("\n"):
+        if not line or line == "---":
             continue
         key, sep, raw = line.partition(": ")
         if not sep:
@@ -197,9 +197,11 @@ class StatsClient:
         return parse_body(self._body(reply, "stats-job"))
 
     def snapshot(self) -> tuple[Stats, list[Stats]]:
-        """``stats`` and every tube's ``stats-tube``: three pipelined exchanges."""
-        server = self.stats()
-        tubes = self.stats_tubes(self.list_tubes())
+        """``stats`` and every tube's ``stats-tube``: ``stats`` and ``list-tubes`` sent
+        together, then the ``stats-tube`` windows (a tube gone meanwhile is left out)."""
+        stats_body, list_body = self._run([b"stats", b"list-tubes"])
+        server = parse_body(self._body(stats_body, "stats"), server=True)
+        tubes = self.stats_tubes(_parse_list(self._body(list_body, "list-tubes")))
         return server, [t for t in tubes if t is not None]
 
     # -- wire ---------------------------------------------------------------------------
@@ -216,11 +218,16 @@ class StatsClient:
         sock = self._sock
         assert sock is not None
         pending = list(lines)
+        windows = [pending[start : start + WINDOW] for start in range(0, len(pending), WINDOW)]
         replies: list[bytes | None] = []
         try:
-            for start in range(0, len(pending), WINDOW):
-                window = pending[start : start + WINDOW]
-                sock.sendall(b"".join(line + b"\r\n" for line in window))
+            # Two windows in flight: the server answers the next one while this side
+            # reads the replies to the current one.
+            for i, window in enumerate(windows):
+                if i == 0:
+                    sock.sendall(b"".join(line + b"\r\n" for line in window))
+                if i + 1 < len(windows):
+                    sock.sendall(b"".join(line + b"\r\n" for line in windows[i + 1]))
                 for line in window:
                     replies.append(self._reply(sock, line))
         except OSError as err:

@@ -207,3 +207,101 @@ fn cap_tubes(tubes: Vec<TubeStats>, cap: usize) -> (Vec<TubeStats>, Option<TubeS
 fn lossy(name: &[u8]) -> String {
     String::from_utf8_lossy(name).into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::store::Wakeup;
+
+    #[derive(Debug)]
+    struct Nobody;
+
+    impl Wakeup for Nobody {
+        fn wake(&self) {}
+    }
+
+    /// A server's shared state with `jobs[i]` ready jobs in tube `t{i}`.
+    fn admin_with(jobs: &[u32]) -> Admin {
+        let shared = Arc::new(Shared::new(65535, 0, None));
+        {
+            let mut store = shared.lock();
+            let conn = store.connect(Arc::new(Nobody));
+            for (i, &n) in jobs.iter().enumerate() {
+                store.use_tube(conn, format!("t{i}").as_bytes());
+                for _ in 0..n {
+                    let id = store.begin_put(conn);
+                    let now = shared.now();
+                    store
+                        .put(conn, id, 0, 0, 60, Bytes::from_static(b"x\r\n"), now)
+                        .unwrap();
+                }
+            }
+        }
+        Admin::new(shared)
+    }
+
+    fn names(tubes: &[TubeStats]) -> Vec<String> {
+        tubes.iter().map(|t| lossy(&t.name)).collect()
+    }
+
+    #[test]
+    fn snapshot_without_a_cap_lists_every_tube() {
+        let admin = admin_with(&[1, 2]);
+        let snap = admin.snapshot(None);
+        assert_eq!(names(&snap.tubes), ["default", "t0", "t1"]);
+        assert!(snap.other.is_none());
+        assert!(snap.log_health.is_none());
+        assert_eq!(admin.last_snapshot_lock_ns(), snap.lock_ns);
+        let ready = snap.server.iter().find(|(k, _)| *k == "current-jobs-ready");
+        assert_eq!(ready.map(|(_, v)| v.clone()), Some(StatValue::Int(3)));
+    }
+
+    #[test]
+    fn cap_keeps_the_busiest_in_listing_order_and_sums_the_rest() {
+        // Ties (t1 and t3 hold 2 each) go to the tube listed first.
+        let admin = admin_with(&[1, 2, 5, 2, 0]);
+        let snap = admin.snapshot(Some(2));
+        assert_eq!(names(&snap.tubes), ["t1", "t2"]);
+        let other = snap.other.unwrap();
+        assert_eq!(lossy(&other.name), "_other");
+        assert_eq!((other.ready, other.urgent, other.total_jobs), (3, 3, 3));
+        // Five of six: of the two empty tubes, default (listed first) stays.
+        let five = admin.snapshot(Some(5));
+        assert_eq!(names(&five.tubes), ["default", "t0", "t1", "t2", "t3"]);
+        assert_eq!(five.other.map(|o| o.ready), Some(0));
+        assert!(admin.snapshot(Some(6)).other.is_none());
+    }
+
+    #[test]
+    fn missing_tubes_and_jobs_are_errors() {
+        let admin = admin_with(&[1]);
+        assert_eq!(
+            admin.tube_stats(b"nope").unwrap_err(),
+            AdminError::NoTube("nope".into())
+        );
+        assert_eq!(admin.job_stats(99).unwrap_err(), AdminError::NoJob(99));
+        assert_eq!(
+            admin.pause(b"nope", 1).unwrap_err(),
+            AdminError::NoTube("nope".into())
+        );
+        assert_eq!(
+            admin.kick(b"nope", 1).unwrap_err(),
+            AdminError::NoTube("nope".into())
+        );
+        assert_eq!(admin.job_stats(1).unwrap().tube, b"t0");
+        assert_eq!(admin.tubes(), vec![b"default".to_vec(), b"t0".to_vec()]);
+    }
+
+    #[test]
+    fn pause_shows_in_tube_stats() {
+        let admin = admin_with(&[1]);
+        admin.pause(b"t0", 30).unwrap();
+        let t = admin.tube_stats(b"t0").unwrap();
+        assert_eq!((t.pause, t.cmd_pause_tube), (30, 1));
+        assert_eq!(admin.kick(b"t0", 5).unwrap(), 0); // nothing buried or delayed
+    }
+}
