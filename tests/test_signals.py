@@ -173,3 +173,23 @@ def test_second_sigterm_during_shutdown_ends_the_process_at_once(tmp_path: Path)
         assert child.proc.wait(timeout=2.0) == -signal.SIGTERM
     finally:
         child.kill()
+
+
+def test_serve_forever_in_the_main_thread_returns_when_stopped_from_another() -> None:
+    """The native wait also wakes when the server finishes, not only for signals."""
+    import beanpole
+
+    srv = beanpole.Server(listen="127.0.0.1", port=0)
+    stopper: list[threading.Thread] = []
+
+    def on_ready(server: beanpole.Server) -> None:
+        thread = threading.Thread(target=server.stop)
+        stopper.append(thread)
+        thread.start()
+
+    before = signal.getsignal(signal.SIGTERM)
+    srv.serve_forever(on_ready=on_ready)
+    stopper[0].join(TIMEOUT)
+    assert not srv.running
+    assert signal.getsignal(signal.SIGTERM) is before  # handlers are put back
+    assert signal.set_wakeup_fd(-1) == -1  # and so is the wakeup fd
