@@ -72,6 +72,9 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "no_fsync",
         "segment_size",
         "skip_corrupt",
+        "tls_cert",
+        "tls_key",
+        "tls_client_ca",
     ]
 
 

@@ -37,6 +37,9 @@ class ServerHandle:
         skip_corrupt: bool = False,
         unix_mode: int | None = None,
         listen_fds: list[int] | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        tls_client_ca: str | os.PathLike[str] | None = None,
     ) -> ServerHandle:
         """Bind the listeners and start serving; return once every socket is bound.
 
@@ -54,6 +57,10 @@ class ServerHandle:
         ``no_fsync`` never syncs (``-F``); ``segment_size`` is ``-s``. An unusable
         directory (locked by another server, holding beanstalkd binlog files,
         corrupt) raises ``OSError``.
+
+        ``tls_cert`` and ``tls_key`` (PEM files) serve the ``tls:`` entries of
+        ``listen`` with TLS; with ``tls_client_ca`` only clients whose certificate
+        that CA signed get in. Files that cannot be read or used raise ``OSError``.
         """
 
     @property
@@ -77,9 +84,15 @@ class ServerHandle:
     def wait(self, timeout: float | None = None) -> bool:
         """Block (without the GIL) until the server stops; True if it has stopped."""
 
+    def reload_tls(self) -> bool:
+        """Read the TLS files again for the connections accepted from now on; False
+        without TLS. Raises ``OSError`` (keeping the certificates in force) when the
+        files cannot be read or used."""
+
     def stats(self) -> dict[str, _StatValue]:
         """The values of the ``stats`` command, keyed as on the wire; with a log also
-        ``log-failing`` (writes or fsyncs failing now) and ``log-errors`` (seen so far)."""
+        ``log-failing`` (writes or fsyncs failing now) and ``log-errors`` (seen so far);
+        with TLS also ``tls-failed-handshakes``."""
 
 _Path = str | os.PathLike[str]
 

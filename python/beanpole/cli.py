@@ -13,6 +13,7 @@ user, a log directory that is locked, corrupt or holds beanstalkd binlog files).
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import warnings
@@ -46,6 +47,9 @@ _SETTINGS = (
     "no_fsync",
     "segment_size",
     "skip_corrupt",
+    "tls_cert",
+    "tls_key",
+    "tls_client_ca",
 )
 
 
@@ -110,7 +114,8 @@ and STOPPING=1 when stopping (Type=notify).
 Precedence: flag > BEANPOLE_* environment variable > --config file > default.
 The TOML file holds the settings under [beanpole] (or at the top level) with
 the field names: listen, port, unix_mode, max_job_size, user, verbose, threads,
-binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt.
+binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt, tls_cert,
+tls_key, tls_client_ca.
 
 \b
 Write-ahead log: with -b DIR every change to the jobs is logged in DIR and
@@ -119,7 +124,13 @@ its reply; -F never syncs. -f and -F cannot be used together.
 
 \b
 Signals: SIGTERM and SIGINT stop the server cleanly; SIGUSR1 enters drain
-mode (every put is then answered DRAINING).
+mode (every put is then answered DRAINING); SIGHUP re-reads the TLS
+certificate files (open connections keep theirs).
+
+\b
+TLS: -l tls:0.0.0.0:11443 --tls-cert cert.pem --tls-key key.pem serves that
+address with TLS beside the plain ones; --tls-client-ca ca.pem lets in only
+clients with a certificate signed by that CA.
 """
 
 
@@ -165,6 +176,9 @@ mode (every put is then answered DRAINING).
 @click.option("-F", "--no-fsync", is_flag=True, help=_help("no_fsync"))
 @click.option("-s", "--segment-size", type=int, metavar="BYTES", help=_help("segment_size"))
 @click.option("--skip-corrupt", is_flag=True, help=_help("skip_corrupt"))
+@click.option("--tls-cert", metavar="FILE", help=_help("tls_cert"))
+@click.option("--tls-key", metavar="FILE", help=_help("tls_key"))
+@click.option("--tls-client-ca", metavar="FILE", help=_help("tls_client_ca"))
 @click.pass_context
 def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> None:
     """Run a server until SIGTERM or SIGINT."""
@@ -186,6 +200,7 @@ def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> Non
     except systemd.SystemdError as err:
         raise click.ClickException(f"socket activation: {err}") from None
     server = Server(config, listen_fds=inherited)
+    _report_tls_reloads()
     notifier = systemd.Notifier(on_error=_report_notify_error)
 
     def on_ready(server: Server) -> None:
@@ -193,6 +208,8 @@ def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> Non
         notifier.ready(f"listening on {_format_addresses(server)}")
 
     def on_signal(sig: signal.Signals) -> None:
+        if sig == signal.SIGHUP:
+            return  # serve_forever reports the reload itself
         if sig == signal.SIGUSR1:
             notifier.status("draining (puts are refused)")
         else:
@@ -259,6 +276,20 @@ def _report_listening(server: Server) -> None:
 def _report_signal(sig: signal.Signals) -> None:
     action = "draining (puts are refused)" if sig == signal.SIGUSR1 else "stopping"
     _say(f"beanpole: {sig.name}: {action}")
+
+
+class _SayHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        _say(record.getMessage())
+
+
+def _report_tls_reloads() -> None:
+    """Print what SIGHUP's re-reading of the TLS files did (done or failed)."""
+    tls_log = logging.getLogger("beanpole.tls")
+    if not any(isinstance(h, _SayHandler) for h in tls_log.handlers):
+        tls_log.addHandler(_SayHandler(logging.INFO))
+    tls_log.setLevel(logging.INFO)
+    tls_log.propagate = False
 
 
 def _report_notify_error(err: OSError) -> None:

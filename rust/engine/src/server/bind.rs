@@ -76,7 +76,7 @@ pub fn bind_all(
     }
     for addr in addrs {
         let listener = match addr {
-            ListenAddr::Tcp(_) => Listener::bind(addr),
+            ListenAddr::Tcp(_) | ListenAddr::Tls(_) => Listener::bind(addr),
             ListenAddr::Unix(path) => bind_unix(path, unix_mode),
         }
         .map_err(|source| ServerError::Bind {

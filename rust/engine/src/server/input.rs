@@ -159,7 +159,16 @@ async fn read_some<S: Socket>(sock: &mut S, buf: &mut BytesMut, want: usize) -> 
     match sock.read_buf(&mut limited).await {
         Ok(0) => Ok(true),
         Ok(_) => Ok(false),
-        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(true),
+        // UnexpectedEof: a TLS client that closed without saying so first (plain
+        // sockets never return it).
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            Ok(true)
+        }
         Err(e) => Err(e),
     }
 }

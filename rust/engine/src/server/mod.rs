@@ -15,6 +15,7 @@ mod listener;
 mod out;
 mod signal;
 mod spare;
+mod tls;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -24,6 +25,7 @@ use tokio::sync::Notify;
 
 pub use self::handle::{Done, ServerConfig, ServerError, ServerHandle};
 pub use self::listener::{BoundAddr, ListenAddr, Listener};
+pub use self::tls::{TlsError, TlsFiles, HANDSHAKE_TIMEOUT};
 use crate::stats::{self, ProcessInfo, StatValue};
 use crate::store::{Store, Wakeup};
 
@@ -57,6 +59,8 @@ pub struct Shared {
     fixed: FixedInfo,
     /// The write-ahead log's hand-over to its writer thread, when there is a log.
     pub(crate) log_pipe: Option<Arc<crate::wal::pipe::LogPipe>>,
+    /// The certificates of the `tls:` listeners, when the server has any.
+    tls: Option<Arc<tls::Tls>>,
 }
 
 /// Process facts that never change while the server runs.
@@ -101,6 +105,7 @@ impl Shared {
                 platform,
             },
             log_pipe,
+            tls: None,
         }
     }
 
