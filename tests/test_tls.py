@@ -4,11 +4,13 @@ against an embedded server and a ``beanpole serve`` process (SIGHUP reload, CLI 
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import signal
 import socket
 import ssl
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -338,3 +340,36 @@ def test_a_tls_listener_from_the_environment_without_files_is_one_line() -> None
     assert result.exit_code == 1, result.output
     assert "needs a certificate and a key" in result.output
     assert "Traceback" not in result.output
+
+
+def test_tls_bench_runs_tiny() -> None:
+    """bench/tls_bench.py end to end with tiny counts (its figures are not checked)."""
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        pytest.skip("cargo is not installed")
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([cargo, "build", "-q", "-p", "beanpole-bench"], cwd=root, check=True)
+    meta = subprocess.run(
+        [cargo, "metadata", "--format-version", "1", "--no-deps"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    bench = Path(json.loads(meta.stdout)["target_directory"]) / "debug" / "beanpole-bench"
+    proc = subprocess.run(
+        [
+            sys.executable, str(root / "bench" / "tls_bench.py"), "--bench", str(bench),
+            "--pairs", "1", "--jobs", "200", "--connections", "2", "--pipeline", "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root / "bench",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    table = proc.stdout.splitlines()
+    assert table[0].split()[:3] == ["load", "mode", "ops/s"]
+    rows = [line.split() for line in table[1:]]
+    assert [row[-1] for row in rows if "tls" in row]  # a ratio on every TLS row
+    assert len(rows) == 6
