@@ -11,6 +11,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -373,3 +374,29 @@ def test_tls_bench_runs_tiny() -> None:
     rows = [line.split() for line in table[1:]]
     assert [row[-1] for row in rows if "tls" in row]  # a ratio on every TLS row
     assert len(rows) == 6
+
+
+def _wait_for_stat(srv: beanpole.Server, key: str, want: int) -> None:
+    """Poll the embedded server's stats (no connection of its own) until ``key`` is
+    ``want``; fails after TIMEOUT."""
+    deadline = time.monotonic() + TIMEOUT
+    while srv.stats()[key] != want:
+        assert time.monotonic() < deadline, f"{key} never became {want}: {srv.stats()[key]}"
+        time.sleep(0.01)
+
+
+def test_a_hang_up_behind_a_blocked_reserve_and_much_input_is_seen_over_tls(
+    certs: Certs,
+) -> None:
+    """More input than a waiting connection reads ahead (64 KiB), partly decrypted and
+    held by the TLS session: the client's hang-up must still end the connection."""
+    with tls_server(certs) as srv:
+        tls_address = srv.addresses[0]
+        assert isinstance(tls_address, tuple)
+        sock = tls_connect(tls_address, client_context(certs.ca))
+        sock.sendall(b"reserve\r\n")
+        _wait_for_stat(srv, "current-waiting", 1)
+        sock.sendall(b"put 0 0 60 100000\r\n" + b"z" * 100_002)
+        sock.close()
+        _wait_for_stat(srv, "current-connections", 0)
+        assert srv.stats()["current-jobs-ready"] == 0
