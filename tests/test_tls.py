@@ -400,3 +400,16 @@ def test_a_hang_up_behind_a_blocked_reserve_and_much_input_is_seen_over_tls(
         sock.close()
         _wait_for_stat(srv, "current-connections", 0)
         assert srv.stats()["current-jobs-ready"] == 0
+
+
+def test_quit_ends_the_tls_session_cleanly(certs: Certs) -> None:
+    with tls_server(certs) as srv:
+        tls_address = srv.addresses[0]
+        assert isinstance(tls_address, tuple)
+        raw = socket.create_connection(tls_address, timeout=TIMEOUT)
+        # Without suppress_ragged_eofs, an end without close_notify raises SSLEOFError.
+        with client_context(certs.ca).wrap_socket(
+            raw, server_hostname="localhost", suppress_ragged_eofs=False
+        ) as sock:
+            sock.sendall(b"list-tube-used\r\nquit\r\n")
+            assert recv_all_until_closed(sock) == b"USING default\r\n"

@@ -110,9 +110,13 @@ pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
     };
     let result = conn.run(&mut sock, shared, &signal).await;
     spare::give(&mut conn.input);
-    if let Err(e) = result {
-        if shared.verbose > 0 {
-            eprintln!("beanpole: connection {id}: {e}");
+    match result {
+        // Say goodbye where the transport has a way to (TLS's close_notify).
+        Ok(()) => std::future::poll_fn(|cx| sock.poll_goodbye(cx)).await,
+        Err(e) => {
+            if shared.verbose > 0 {
+                eprintln!("beanpole: connection {id}: {e}");
+            }
         }
     }
     let settled = {

@@ -35,6 +35,12 @@ pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     /// reading the input it sent before (beanstalkd learns it from EPOLLRDHUP while
     /// that input is still queued behind a waiting reserve).
     fn poll_hang_up(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+
+    /// Before the socket is dropped after a clean end: anything the transport sends
+    /// when closing, best effort and without waiting. Nothing for a plain socket.
+    fn poll_goodbye(&mut self, _cx: &mut Context<'_>) -> Poll<()> {
+        Poll::Ready(())
+    }
 }
 
 macro_rules! socket_impl {

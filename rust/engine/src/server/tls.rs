@@ -187,6 +187,15 @@ impl Socket for TlsStream {
     fn poll_hang_up(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.get_ref().0.poll_hang_up(cx)
     }
+
+    /// Send close_notify, so the client sees a clean end rather than a truncation;
+    /// if the socket cannot take it at once, the connection is closed without it.
+    fn poll_goodbye(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        use tokio::io::AsyncWrite;
+        self.get_mut().1.send_close_notify();
+        let _ = std::pin::Pin::new(self).poll_flush(cx);
+        Poll::Ready(())
+    }
 }
 
 #[cfg(test)]
