@@ -413,3 +413,17 @@ def test_quit_ends_the_tls_session_cleanly(certs: Certs) -> None:
         ) as sock:
             sock.sendall(b"list-tube-used\r\nquit\r\n")
             assert recv_all_until_closed(sock) == b"USING default\r\n"
+
+
+def test_sighup_without_tls_leaves_the_server_running() -> None:
+    child = ServeChild("-l", "127.0.0.1:0")
+    try:
+        (address,) = child.listening()
+        child.proc.send_signal(signal.SIGHUP)
+        child.wait_line("SIGHUP: no tls: listener")
+        with socket.create_connection(address, timeout=TIMEOUT) as plain:
+            assert command(plain, b"list-tube-used\r\n") == b"USING default\r\n"
+        child.proc.send_signal(signal.SIGTERM)
+        assert child.finish() == 0
+    finally:
+        child.kill()

@@ -190,6 +190,8 @@ class Server:
                 try:
                     if handle.reload_tls():
                         _tls_log.info("beanpole: SIGHUP: TLS certificates re-read")
+                    else:
+                        _tls_log.info("beanpole: SIGHUP: no tls: listener, nothing to re-read")
                 except (OSError, RuntimeError) as err:
                     _tls_log.error(
                         "beanpole: SIGHUP: the TLS certificates in force are kept: %s", err
