@@ -80,6 +80,9 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "log_format",
         "http",
         "metrics_max_tubes",
+        "tls_cert",
+        "tls_key",
+        "tls_client_ca",
     ]
 
 

@@ -43,6 +43,9 @@ class ServerHandle:
         skip_corrupt: bool = False,
         unix_mode: int | None = None,
         listen_fds: list[int] | None = None,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        tls_client_ca: str | os.PathLike[str] | None = None,
     ) -> ServerHandle:
         """Bind the listeners and start serving; return once every socket is bound.
 
@@ -60,6 +63,10 @@ class ServerHandle:
         ``no_fsync`` never syncs (``-F``); ``segment_size`` is ``-s``. An unusable
         directory (locked by another server, holding beanstalkd binlog files,
         corrupt) raises ``OSError``.
+
+        ``tls_cert`` and ``tls_key`` (PEM files) serve the ``tls:`` entries of
+        ``listen`` with TLS; with ``tls_client_ca`` only clients whose certificate
+        that CA signed get in. Files that cannot be read or used raise ``OSError``.
         """
 
     @property
@@ -108,9 +115,15 @@ class ServerHandle:
 
     @property
     def events_dropped(self) -> int: ...
+    def reload_tls(self) -> bool:
+        """Read the TLS files again for the connections accepted from now on; False
+        without TLS. Raises ``OSError`` (keeping the certificates in force) when the
+        files cannot be read or used."""
+
     def stats(self) -> dict[str, _StatValue]:
         """The values of the ``stats`` command, keyed as on the wire; with a log also
-        ``log-failing`` (writes or fsyncs failing now) and ``log-errors`` (seen so far)."""
+        ``log-failing`` (writes or fsyncs failing now) and ``log-errors`` (seen so far);
+        with TLS also ``tls-failed-handshakes``."""
 
 
 _EventTuple = tuple[str, int | None, str | None, int | None, float, str | None]

@@ -58,6 +58,9 @@ _SETTINGS = (
     "log_format",
     "http",
     "metrics_max_tubes",
+    "tls_cert",
+    "tls_key",
+    "tls_client_ca",
 )
 
 
@@ -122,7 +125,8 @@ and STOPPING=1 when stopping (Type=notify).
 Precedence: flag > BEANPOLE_* environment variable > --config file > default.
 The TOML file holds the settings under [beanpole] (or at the top level) with
 the field names: listen, port, unix_mode, max_job_size, user, verbose, threads,
-binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt.
+binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt, tls_cert,
+tls_key, tls_client_ca.
 
 \b
 Write-ahead log: with -b DIR every change to the jobs is logged in DIR and
@@ -131,7 +135,13 @@ its reply; -F never syncs. -f and -F cannot be used together.
 
 \b
 Signals: SIGTERM and SIGINT stop the server cleanly; SIGUSR1 enters drain
-mode (every put is then answered DRAINING).
+mode (every put is then answered DRAINING); SIGHUP re-reads the TLS
+certificate files (open connections keep theirs).
+
+\b
+TLS: -l tls:0.0.0.0:11443 --tls-cert cert.pem --tls-key key.pem serves that
+address with TLS beside the plain ones; --tls-client-ca ca.pem lets in only
+clients with a certificate signed by that CA.
 """
 
 
@@ -184,6 +194,9 @@ mode (every put is then answered DRAINING).
 @click.option("--log-format", type=click.Choice(LOG_FORMATS), help=_help("log_format"))
 @click.option("--http", metavar="[HOST:]PORT", help=_help("http", "off"))
 @click.option("--metrics-max-tubes", type=int, metavar="N", help=_help("metrics_max_tubes"))
+@click.option("--tls-cert", metavar="FILE", help=_help("tls_cert"))
+@click.option("--tls-key", metavar="FILE", help=_help("tls_key"))
+@click.option("--tls-client-ca", metavar="FILE", help=_help("tls_client_ca"))
 @click.pass_context
 def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> None:
     """Run a server until SIGTERM or SIGINT."""
@@ -220,6 +233,8 @@ def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> Non
         notifier.ready(f"listening on {_format_addresses(server)}")
 
     def on_signal(sig: signal.Signals) -> None:
+        if sig == signal.SIGHUP:
+            return  # serve_forever reports the reload itself
         if sig == signal.SIGUSR1:
             notifier.status("draining (puts are refused)")
         else:

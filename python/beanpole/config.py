@@ -102,6 +102,9 @@ class ConfigChanges(TypedDict, total=False):
     # -- metrics and the HTTP endpoint --
     http: str | None
     metrics_max_tubes: int
+    tls_cert: str | None
+    tls_key: str | None
+    tls_client_ca: str | None
 
 
 def _setting(default: _T, *, flag: str, doc: str) -> _T:
@@ -117,7 +120,8 @@ class Config:
         ("127.0.0.1",),
         flag="-l/--listen",
         doc="Address to listen on, repeatable: IPv4, IPv6, either with a port "
-        "(127.0.0.1:11301, [::1]:11301), or unix:/path.",
+        "(127.0.0.1:11301, [::1]:11301), or unix:/path; tls: before a TCP address "
+        "serves it with TLS (tls:0.0.0.0:11443).",
     )
     port: int = _setting(
         11300,
@@ -206,6 +210,22 @@ class Config:
         doc="Tubes with series of their own in /metrics (the busiest); the rest are "
         'summed under tube="_other".',
     )
+    tls_cert: str | None = _setting(
+        None,
+        flag="--tls-cert",
+        doc="Certificate chain (PEM) of the tls: listeners; re-read on SIGHUP.",
+    )
+    tls_key: str | None = _setting(
+        None,
+        flag="--tls-key",
+        doc="Private key (PEM) of --tls-cert; re-read on SIGHUP.",
+    )
+    tls_client_ca: str | None = _setting(
+        None,
+        flag="--tls-client-ca",
+        doc="CA certificates (PEM): only TLS clients with a certificate they signed "
+        "get in (mutual TLS).",
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "listen", _check_listen(self.listen))
@@ -240,6 +260,11 @@ class Config:
             )
         _check_http(self.http)
         _check_int("metrics_max_tubes", self.metrics_max_tubes, low=0, high=_INT64_MAX)
+        for name in ("tls_cert", "tls_key", "tls_client_ca"):
+            if isinstance(getattr(self, name), os.PathLike):
+                object.__setattr__(self, name, os.fspath(getattr(self, name)))
+            _check_file(name, getattr(self, name))
+        _check_tls(self)
 
     # -- building -----------------------------------------------------------------------
 
@@ -367,6 +392,29 @@ def _check_binlog_dir(value: object) -> None:
         raise ConfigError("directory path contains a NUL byte", field="binlog_dir")
 
 
+def _check_file(name: str, value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ConfigError(f"must be a file path or None, got {value!r}", field=name)
+
+
+def _check_tls(config: Config) -> None:
+    """A tls: listener needs a certificate and a key; one of the pair needs the other."""
+    tls_listeners = [a for a in config.listen if a.startswith("tls:")]
+    if config.tls_cert is None and config.tls_key is not None:
+        raise ConfigError("needs --tls-cert as well", field="tls_key")
+    if config.tls_key is None and config.tls_cert is not None:
+        raise ConfigError("needs --tls-key as well", field="tls_cert")
+    if tls_listeners and config.tls_cert is None:
+        raise ConfigError(
+            f"{tls_listeners[0]} needs a certificate and a key (--tls-cert, --tls-key)",
+            field="listen",
+        )
+    if config.tls_client_ca is not None and config.tls_cert is None:
+        raise ConfigError("needs --tls-cert and --tls-key as well", field="tls_client_ca")
+
+
 def _check_listen(value: object) -> tuple[str, ...]:
     """The addresses of ``listen`` as a tuple (one string is one address), each checked."""
     if isinstance(value, str):
@@ -387,6 +435,14 @@ def _check_listen(value: object) -> tuple[str, ...]:
 def _check_address(value: object) -> None:
     if not isinstance(value, str):
         raise ConfigError(f"must be a string, got {value!r}", field="listen")
+    if value.startswith("tls:"):
+        if not _is_ip_address(value.removeprefix("tls:")):
+            raise ConfigError(
+                f"tls: takes an IPv4 or IPv6 address, with an optional port "
+                f"(tls:0.0.0.0:11443, tls:[::1]:11443), got {value!r}",
+                field="listen",
+            )
+        return
     if value.startswith("unix:"):
         path = value.removeprefix("unix:")
         if not path:
@@ -556,6 +612,9 @@ _ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "log_format": _parse_str,
     "http": _parse_str,
     "metrics_max_tubes": _parse_int,
+    "tls_cert": _parse_str,
+    "tls_key": _parse_str,
+    "tls_client_ca": _parse_str,
 }
 
 

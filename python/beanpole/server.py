@@ -12,6 +12,7 @@ signal handling of :meth:`Server.serve_forever`::
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pwd
 import signal
@@ -36,6 +37,8 @@ __all__ = ["Server", "ServerError"]
 _WAIT_SLICE: Final = 0.25
 _STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 _DRAIN_SIGNAL: Final = signal.SIGUSR1
+_RELOAD_SIGNAL: Final = signal.SIGHUP
+_tls_log: Final = logging.getLogger("beanpole.tls")
 _SignalHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 _H = TypeVar("_H", bound=Hook)
 
@@ -174,6 +177,16 @@ class Server:
         handle = self._handle
         return 0 if handle is None else handle.events_dropped
 
+    def reload_tls(self) -> bool:
+        """Read the TLS certificate, key and client CA files again.
+
+        Connections accepted from now on use the new files; open connections keep the
+        session they have. Returns False when the server has no ``tls:`` listener. Raises
+        :class:`OSError` when a file cannot be read or used; the certificates in force are
+        then kept.
+        """
+        return self._running_handle().reload_tls()
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server stops, at most ``timeout`` seconds; True if it stopped."""
         return self._wait(self._started_handle(), timeout)
@@ -186,9 +199,11 @@ class Server:
     ) -> None:
         """Serve until the server is stopped; start it first if needed.
 
-        In the main thread, SIGINT and SIGTERM stop the server cleanly and SIGUSR1 puts it
-        in drain mode. The handlers are installed before the server starts and the previous
-        ones are restored on return. In another thread no handlers are installed and this
+        In the main thread, SIGINT and SIGTERM stop the server cleanly, SIGUSR1 puts it
+        in drain mode and SIGHUP re-reads the TLS files (:meth:`reload_tls`; a failure is
+        logged on the ``beanpole.tls`` logger and the certificates in force are kept).
+        The handlers are installed before the server starts and the previous ones are
+        restored on return. In another thread no handlers are installed and this
         returns once someone calls :meth:`stop`.
 
         ``on_ready(server)`` is called once the server is listening and the handlers are in
@@ -217,6 +232,21 @@ class Server:
             if on_signal is not None:
                 on_signal(signal.Signals(signum))
 
+        def on_reload_signal(signum: int, frame: FrameType | None) -> None:
+            handle = self._handle
+            if handle is not None and not stop_requested.is_set():
+                try:
+                    if handle.reload_tls():
+                        _tls_log.info("SIGHUP: TLS certificates re-read")
+                    else:
+                        _tls_log.info("SIGHUP: no tls: listener, nothing to re-read")
+                except (OSError, RuntimeError) as err:
+                    _tls_log.error(
+                        "SIGHUP: the TLS certificates in force are kept: %s", err
+                    )
+            if on_signal is not None:
+                on_signal(signal.Signals(signum))
+
         previous: dict[signal.Signals, _SignalHandler] = {}
         # Python's C-level handler writes each signal's number to this socket the moment
         # it arrives; the native wait watches it, so a signal is acted on at once even
@@ -233,6 +263,7 @@ class Server:
                 for sig in _STOP_SIGNALS:
                     previous[sig] = signal.signal(sig, on_stop_signal)
                 previous[_DRAIN_SIGNAL] = signal.signal(_DRAIN_SIGNAL, on_drain_signal)
+                previous[_RELOAD_SIGNAL] = signal.signal(_RELOAD_SIGNAL, on_reload_signal)
             if self._handle is None:
                 self.start()
             handle = self._running_handle()
@@ -497,6 +528,9 @@ def _start_native(cfg: Config, listen_fds: tuple[int, ...] = ()) -> ServerHandle
         skip_corrupt=cfg.skip_corrupt,
         unix_mode=cfg.unix_mode,
         listen_fds=list(listen_fds),
+        tls_cert=cfg.tls_cert,
+        tls_key=cfg.tls_key,
+        tls_client_ca=cfg.tls_client_ca,
     )
 
 

@@ -44,6 +44,7 @@ options:
   --stall S            abort when no operation completes for S seconds [10]
   --timeout S          abort the run after S seconds in all [600]
   --hold S             idle: hold the connections at most S seconds [60]
+  --tls-ca FILE        connect with TLS, trusting the CA certificates (PEM) in FILE
 ";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +127,7 @@ pub struct Opts {
     pub stall: f64,
     pub timeout: f64,
     pub hold: f64,
+    pub tls_ca: Option<String>,
 }
 
 fn num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, String> {
@@ -171,6 +173,7 @@ pub fn parse(args: &[String]) -> Result<Opts, String> {
         stall: 10.0,
         timeout: 600.0,
         hold: 60.0,
+        tls_ca: None,
     };
     let mut delay_given = false;
     while let Some(arg) = it.next() {
@@ -192,6 +195,7 @@ pub fn parse(args: &[String]) -> Result<Opts, String> {
         let v = value.as_str();
         match name {
             "host" => o.host = value.clone(),
+            "tls-ca" => o.tls_ca = Some(value.clone()),
             "port" => o.port = num(name, v)?,
             "connections" => o.connections = positive(name, v)?,
             "producers" => o.producers = positive(name, v)?,

@@ -11,7 +11,8 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+use crate::tls::Stream;
 
 /// How often a blocked read or write looks at the stop condition.
 pub const POLL: Duration = Duration::from_millis(100);
@@ -80,7 +81,7 @@ pub trait Cancel {
 
 #[derive(Debug)]
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     rbuf: Vec<u8>,
     rpos: usize,
     rend: usize,
@@ -144,8 +145,7 @@ fn lossy(b: &[u8]) -> String {
 
 impl Conn {
     pub async fn connect(addr: SocketAddr, bufs: Bufs) -> io::Result<Conn> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
+        let stream = Stream::connect(addr).await?;
         Ok(Conn {
             stream,
             rbuf: bufs.rbuf,
@@ -167,7 +167,7 @@ impl Conn {
     }
 
     /// The socket and the buffers (for holding a connection without its buffers).
-    pub fn into_parts(mut self) -> (TcpStream, Bufs) {
+    pub fn into_parts(mut self) -> (Stream, Bufs) {
         self.out.clear();
         let bufs = Bufs {
             rbuf: self.rbuf,
@@ -204,7 +204,18 @@ impl Conn {
             }
         }
         self.out.clear();
-        Ok(())
+        // TLS may hold records back until flushed (a no-op for plain TCP).
+        loop {
+            match tokio::time::timeout(POLL, self.stream.flush()).await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(e)) => return Err(Fail::Io(e)),
+                Err(_) => {
+                    if cancel.cancelled() {
+                        return Err(Fail::Stopped);
+                    }
+                }
+            }
+        }
     }
 
     async fn fill(&mut self, cancel: &impl Cancel) -> Result<(), Fail> {

@@ -12,6 +12,7 @@ mod hist;
 mod pool;
 mod sys;
 mod tasks;
+mod tls;
 
 use std::fmt::Write as _;
 use std::io::{BufRead, Write as _};
@@ -47,6 +48,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(ca) = &opts.tls_ca {
+        if let Err(e) = tls::enable(ca) {
+            eprintln!("beanpole-bench: {e}");
+            return ExitCode::from(2);
+        }
+    }
     sys::raise_nofile();
     let addr = match (opts.host.as_str(), opts.port).to_socket_addrs() {
         Ok(mut it) => match it.next() {

@@ -476,7 +476,7 @@ async fn idle_open(
     ctl: &Ctl,
     count: usize,
     stats: &mut TaskStats,
-    held: &mut Vec<tokio::net::TcpStream>,
+    held: &mut Vec<crate::tls::Stream>,
 ) -> Result<(), Fail> {
     let cancel = UntilStop(ctl);
     let mut bufs = Bufs::new(8 * 1024, 64);

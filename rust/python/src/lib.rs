@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use beanpole_engine::events::EventHub;
 use beanpole_engine::server::{
-    BoundAddr, Control, ListenAddr, ServerConfig, ServerError, ServerHandle,
+    BoundAddr, Control, ListenAddr, ServerConfig, ServerError, ServerHandle, TlsFiles,
 };
 use beanpole_engine::stats::StatValue;
 use beanpole_engine::wal::{FsyncPolicy, LogConfig};
@@ -44,6 +44,7 @@ fn to_py_err(e: ServerError) -> PyErr {
         }
         ServerError::Invalid(msg) => PyValueError::new_err(msg),
         ServerError::Log(e) => PyOSError::new_err(e.to_string()),
+        ServerError::Tls(e) => PyOSError::new_err(format!("TLS: {e}")),
         ServerError::Runtime(e) => PyRuntimeError::new_err(format!("cannot start the server: {e}")),
     }
 }
@@ -76,6 +77,7 @@ impl PyServerHandle {
         binlog_dir = None, fsync_ms = None, no_fsync = false,
         segment_size = 10485760, skip_corrupt = false,
         unix_mode = None, listen_fds = None,
+        tls_cert = None, tls_key = None, tls_client_ca = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn start(
@@ -92,6 +94,9 @@ impl PyServerHandle {
         skip_corrupt: bool,
         unix_mode: Option<u32>,
         listen_fds: Option<Vec<i32>>,
+        tls_cert: Option<std::path::PathBuf>,
+        tls_key: Option<std::path::PathBuf>,
+        tls_client_ca: Option<std::path::PathBuf>,
     ) -> PyResult<PyServerHandle> {
         let port = u16::try_from(port)
             .map_err(|_| PyValueError::new_err(format!("port {port} is not in 0..=65535")))?;
@@ -150,6 +155,19 @@ impl PyServerHandle {
             verbose: u8::try_from(verbose.clamp(0, 255)).unwrap_or(u8::MAX),
             threads,
             log,
+            tls: match (tls_cert, tls_key) {
+                (Some(cert), Some(key)) => Some(TlsFiles {
+                    cert,
+                    key,
+                    client_ca: tls_client_ca,
+                }),
+                (None, None) => None,
+                _ => {
+                    return Err(PyValueError::new_err(
+                        "TLS needs both a certificate and a key",
+                    ))
+                }
+            },
         };
         let handle = py
             .detach(|| ServerHandle::start(config))
@@ -268,6 +286,18 @@ impl PyServerHandle {
         self.events.dropped()
     }
 
+    /// Read the TLS certificate files again for new connections; False when the
+    /// server has no TLS listener. Raises OSError (keeping the certificates in
+    /// force) if the files are unreadable or invalid.
+    fn reload_tls(&self, py: Python<'_>) -> PyResult<bool> {
+        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let handle = guard
+            .as_ref()
+            .ok_or_else(|| PyRuntimeError::new_err("the server is stopped"))?;
+        py.detach(|| handle.reload_tls())
+            .map_err(|e| PyOSError::new_err(format!("TLS: {e}")))
+    }
+
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let pairs = self
             .with(ServerHandle::stats)
@@ -286,6 +316,9 @@ impl PyServerHandle {
         if let Some(Some((failing, errors))) = self.with(ServerHandle::log_health) {
             dict.set_item("log-failing", failing)?;
             dict.set_item("log-errors", errors)?;
+        }
+        if let Some(Some(failed)) = self.with(ServerHandle::tls_failed_handshakes) {
+            dict.set_item("tls-failed-handshakes", failed)?;
         }
         Ok(dict)
     }

@@ -78,6 +78,7 @@ pub fn bind_all(
     for addr in addrs {
         let listener = match addr {
             ListenAddr::Tcp(sa) => bind_tcp(*sa, takes_ipv6_only(sa, addrs)),
+            ListenAddr::Tls(sa) => bind_tcp(*sa, takes_ipv6_only(sa, addrs)).map(into_tls),
             ListenAddr::Unix(path) => bind_unix(path, unix_mode),
         }
         .map_err(|source| ServerError::Bind {
@@ -113,7 +114,7 @@ fn takes_ipv6_only(sa: &SocketAddr, addrs: &[ListenAddr]) -> bool {
         && sa.port() != 0
         && addrs
             .iter()
-            .any(|a| matches!(a, ListenAddr::Tcp(v4) if v4.is_ipv4() && v4.port() == sa.port()))
+            .any(|a| matches!(a, ListenAddr::Tcp(v4) | ListenAddr::Tls(v4) if v4.is_ipv4() && v4.port() == sa.port()))
 }
 
 /// Bind and listen on a TCP address; `only_v6` for an IPv6 socket that must leave
@@ -132,6 +133,14 @@ pub fn bind_tcp(sa: SocketAddr, only_v6: bool) -> io::Result<Listener> {
     }
     socket.bind(sa)?;
     Ok(Listener::Tcp(socket.listen(BACKLOG)?))
+}
+
+/// A bound TCP listener whose connections start with a TLS handshake.
+pub fn into_tls(listener: Listener) -> Listener {
+    match listener {
+        Listener::Tcp(l) => Listener::Tls(l),
+        other => other,
+    }
 }
 
 /// Bind a Unix socket at `path`; with `mode`, the socket file has exactly those

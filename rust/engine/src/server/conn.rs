@@ -111,10 +111,12 @@ pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
     };
     let result = conn.run(&mut sock, shared, &signal).await;
     spare::give(&mut conn.input);
-    if let Err(e) = result {
-        shared
+    match result {
+        // Say goodbye where the transport has a way to (TLS's close_notify).
+        Ok(()) => std::future::poll_fn(|cx| sock.poll_goodbye(cx)).await,
+        Err(e) => shared
             .events
-            .log(level::INFO, || format!("connection {id}: {e}"));
+            .log(level::INFO, || format!("connection {id}: {e}")),
     }
     let settled = {
         let mut store = shared.lock();

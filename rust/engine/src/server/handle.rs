@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 
 use super::bind::{bind_all, SocketFiles};
 use super::engine::{Engine, Running};
+use super::tls::{Tls, TlsError, TlsFiles};
 use super::{run, BoundAddr, ListenAddr, Shared};
 use crate::protocol::{DEFAULT_MAX_JOB_SIZE, MAX_JOB_SIZE_LIMIT};
 use crate::stats::StatValue;
@@ -36,6 +37,9 @@ pub struct ServerConfig {
     pub threads: usize,
     /// The write-ahead log (`-b`), if any.
     pub log: Option<crate::wal::LogConfig>,
+    /// Certificate and key of the `tls:` listeners (and the CA of client
+    /// certificates, for mutual TLS); needed when one of `listen` is TLS.
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for ServerConfig {
@@ -48,6 +52,7 @@ impl Default for ServerConfig {
             verbose: 0,
             threads: 0,
             log: None,
+            tls: None,
         }
     }
 }
@@ -63,6 +68,8 @@ pub enum ServerError {
     Runtime(io::Error),
     #[error(transparent)]
     Log(#[from] crate::wal::LogError),
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
 }
 
 /// Set once the server task has finished.
@@ -206,6 +213,19 @@ impl ServerHandle {
                 config.max_job_size
             )));
         }
+        let has_tls_listener = config
+            .listen
+            .iter()
+            .any(|a| matches!(a, ListenAddr::Tls(_)));
+        let tls = match &config.tls {
+            Some(files) if has_tls_listener => Some(Arc::new(Tls::new(files.clone())?)),
+            None if has_tls_listener => {
+                return Err(ServerError::Invalid(
+                    "a tls: listener needs a certificate and a key (--tls-cert, --tls-key)".into(),
+                ))
+            }
+            _ => None,
+        };
         let engine = Engine::new(worker_threads(config.threads)).map_err(ServerError::Runtime)?;
         // The log comes first: a locked or corrupt directory fails the start before
         // anything listens.
@@ -216,11 +236,9 @@ impl ServerHandle {
         let bound = engine
             .block_on(async { bind_all(&config.listen, &config.listen_fds, config.unix_mode) })?;
         let listeners = bound.listeners;
-        let shared = Arc::new(Shared::new(
-            config.max_job_size,
-            config.verbose,
-            log.as_mut(),
-        ));
+        let mut shared = Shared::new(config.max_job_size, config.verbose, log.as_mut());
+        shared.tls = tls;
+        let shared = Arc::new(shared);
         let (tx, rx) = oneshot::channel::<()>();
         let done = Arc::new(Done::default());
         let task_done = Arc::clone(&done);
@@ -275,6 +293,24 @@ impl ServerHandle {
                 p.failing(),
                 p.errors.load(std::sync::atomic::Ordering::Relaxed),
             )
+        })
+    }
+
+    /// Read the TLS certificate files again: connections accepted from now on use
+    /// them, open ones keep theirs. On error the certificates in force are kept.
+    /// False when the server has no TLS listener.
+    pub fn reload_tls(&self) -> Result<bool, TlsError> {
+        match &self.shared.tls {
+            None => Ok(false),
+            Some(tls) => tls.reload().map(|()| true),
+        }
+    }
+
+    /// TLS handshakes that failed or timed out so far (None without TLS).
+    pub fn tls_failed_handshakes(&self) -> Option<u64> {
+        self.shared.tls.as_ref().map(|t| {
+            t.failed_handshakes
+                .load(std::sync::atomic::Ordering::Relaxed)
         })
     }
 

@@ -35,6 +35,12 @@ pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     /// reading the input it sent before (beanstalkd learns it from EPOLLRDHUP while
     /// that input is still queued behind a waiting reserve).
     fn poll_hang_up(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+
+    /// Before the socket is dropped after a clean end: anything the transport sends
+    /// when closing, best effort and without waiting. Nothing for a plain socket.
+    fn poll_goodbye(&mut self, _cx: &mut Context<'_>) -> Poll<()> {
+        Poll::Ready(())
+    }
 }
 
 macro_rules! socket_impl {
@@ -159,7 +165,16 @@ async fn read_some<S: Socket>(sock: &mut S, buf: &mut BytesMut, want: usize) -> 
     match sock.read_buf(&mut limited).await {
         Ok(0) => Ok(true),
         Ok(_) => Ok(false),
-        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(true),
+        // UnexpectedEof: a TLS client that closed without saying so first (plain
+        // sockets never return it).
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            Ok(true)
+        }
         Err(e) => Err(e),
     }
 }

@@ -26,14 +26,26 @@ const NODELAY_INHERITED: bool = cfg!(target_os = "linux");
 pub enum ListenAddr {
     Tcp(SocketAddr),
     Unix(PathBuf),
+    /// TCP with TLS (`tls:` before a TCP address).
+    Tls(SocketAddr),
 }
 
 impl ListenAddr {
     /// Parse one `-l` value: `127.0.0.1`, `::1`, `[::1]`, `0.0.0.0`, `localhost`,
     /// any of these with a port (`127.0.0.1:11301`, `[::1]:11301`, `localhost:11301`;
-    /// an IPv6 address takes its port only inside brackets), or `unix:/path`.
+    /// an IPv6 address takes its port only inside brackets), or `unix:/path`; any TCP
+    /// form after `tls:` is served with TLS (`tls:0.0.0.0:11443`, `tls:[::1]`).
     /// `port` (`-p`) is the port of an address given without one.
     pub fn parse(listen: &str, port: u16) -> Result<ListenAddr, String> {
+        if let Some(rest) = listen.strip_prefix("tls:") {
+            return match ListenAddr::parse(rest, port) {
+                Ok(ListenAddr::Tcp(addr)) => Ok(ListenAddr::Tls(addr)),
+                Ok(_) => Err(format!(
+                    "{listen:?}: tls: takes a TCP address (tls:0.0.0.0:11443, tls:[::1]:11443)"
+                )),
+                Err(e) => Err(e),
+            };
+        }
         if let Some(path) = listen.strip_prefix("unix:") {
             if path.is_empty() {
                 return Err("unix: needs a socket path, e.g. unix:/run/beanpole.sock".into());
@@ -76,6 +88,7 @@ impl std::fmt::Display for ListenAddr {
         match self {
             ListenAddr::Tcp(a) => write!(f, "{a}"),
             ListenAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+            ListenAddr::Tls(a) => write!(f, "tls:{a}"),
         }
     }
 }
@@ -109,6 +122,8 @@ impl std::fmt::Display for BoundAddr {
 pub enum Listener {
     Tcp(TcpListener),
     Unix(UnixListener, PathBuf),
+    /// TCP whose connections start with a TLS handshake.
+    Tls(TcpListener),
 }
 
 impl Listener {
@@ -116,13 +131,14 @@ impl Listener {
     pub fn bind(addr: &ListenAddr) -> io::Result<Listener> {
         match addr {
             ListenAddr::Tcp(sa) => super::bind::bind_tcp(*sa, false),
+            ListenAddr::Tls(sa) => super::bind::bind_tcp(*sa, false).map(super::bind::into_tls),
             ListenAddr::Unix(path) => super::bind::bind_unix(path, None),
         }
     }
 
     pub fn local_addr(&self) -> io::Result<BoundAddr> {
         match self {
-            Listener::Tcp(l) => Ok(BoundAddr::Tcp(l.local_addr()?)),
+            Listener::Tcp(l) | Listener::Tls(l) => Ok(BoundAddr::Tcp(l.local_addr()?)),
             Listener::Unix(_, path) => Ok(BoundAddr::Unix(path.clone())),
         }
     }
@@ -194,6 +210,25 @@ fn spawn_conn<S: conn::Socket>(sock: S, shared: &Arc<Shared>) {
     });
 }
 
+/// A TLS connection: its handshake runs in its own task (never in the accept loop),
+/// and only a connection whose handshake succeeded is served and counted as live.
+fn spawn_tls(stream: tokio::net::TcpStream, shared: &Arc<Shared>) {
+    let Some(tls) = shared.tls.clone() else {
+        // bind refuses a tls: listener without TLS settings; drop the connection.
+        return;
+    };
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        let Some(stream) = tls.handshake(stream, shared.verbose).await else {
+            return;
+        };
+        shared.live.count.fetch_add(1, Ordering::AcqRel);
+        let guard = LiveGuard(shared);
+        conn::serve(stream, &guard.0).await;
+        drop(guard);
+    });
+}
+
 /// Accept until `shutdown` resolves, then close the listening socket.
 pub async fn accept_loop(listener: Listener, shared: &Arc<Shared>, shutdown: impl Future) {
     tokio::pin!(shutdown);
@@ -211,6 +246,12 @@ pub async fn accept_loop(listener: Listener, shared: &Arc<Shared>, shutdown: imp
                 spawn_conn(stream, shared);
             }
             Ok(Accepted::Unix(stream)) => spawn_conn(stream, shared),
+            Ok(Accepted::Tls(stream)) => {
+                if !NODELAY_INHERITED {
+                    let _ = stream.set_nodelay(true);
+                }
+                spawn_tls(stream, shared);
+            }
             Err(e) => {
                 // Out of file descriptors or a transient network error: say so and
                 // back off briefly instead of spinning on the same error.
@@ -226,12 +267,15 @@ pub async fn accept_loop(listener: Listener, shared: &Arc<Shared>, shutdown: imp
 enum Accepted {
     Tcp(tokio::net::TcpStream),
     Unix(tokio::net::UnixStream),
+    /// A TCP connection whose TLS handshake is still to be done.
+    Tls(tokio::net::TcpStream),
 }
 
 async fn accept(listener: &Listener) -> io::Result<Accepted> {
     match listener {
         Listener::Tcp(l) => l.accept().await.map(|(s, _)| Accepted::Tcp(s)),
         Listener::Unix(l, _) => l.accept().await.map(|(s, _)| Accepted::Unix(s)),
+        Listener::Tls(l) => l.accept().await.map(|(s, _)| Accepted::Tls(s)),
     }
 }
 
@@ -284,6 +328,18 @@ mod tests {
             ListenAddr::parse("unix:/run/b.sock", 11300),
             Ok(ListenAddr::Unix("/run/b.sock".into()))
         );
+        for (text, want) in [
+            ("tls:0.0.0.0:11443", "0.0.0.0:11443"),
+            ("tls:[::1]:11443", "[::1]:11443"),
+            ("tls:127.0.0.1", "127.0.0.1:11300"),
+            ("tls:localhost", "127.0.0.1:11300"),
+        ] {
+            assert_eq!(
+                ListenAddr::parse(text, 11300),
+                Ok(ListenAddr::Tls(tcp(want))),
+                "{text}"
+            );
+        }
     }
 
     #[test]
@@ -303,6 +359,10 @@ mod tests {
             "[::1]:-1",
             "[nope]:80",
             "unix:",
+            "tls:",
+            "tls:unix:/run/b.sock",
+            "tls:tls:127.0.0.1",
+            "tls:example.org",
         ] {
             assert!(
                 ListenAddr::parse(text, 11300).is_err(),

@@ -16,6 +16,7 @@ mod listener;
 mod out;
 mod signal;
 mod spare;
+mod tls;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -26,6 +27,7 @@ use tokio::sync::Notify;
 pub use self::admin::{Admin, AdminError, Snapshot};
 pub use self::handle::{Control, Done, ServerConfig, ServerError, ServerHandle};
 pub use self::listener::{BoundAddr, ListenAddr, Listener};
+pub use self::tls::{TlsError, TlsFiles, HANDSHAKE_TIMEOUT};
 use crate::events::EventHub;
 use crate::stats::{self, ProcessInfo, StatValue};
 use crate::store::{Store, Wakeup};
@@ -62,6 +64,8 @@ pub struct Shared {
     pub(crate) log_pipe: Option<Arc<crate::wal::pipe::LogPipe>>,
     /// Events for admin hooks and log lines for the host's logger.
     pub(crate) events: Arc<EventHub>,
+    /// The certificates of the `tls:` listeners, when the server has any.
+    tls: Option<Arc<tls::Tls>>,
 }
 
 /// Process facts that never change while the server runs.
@@ -110,6 +114,7 @@ impl Shared {
             },
             log_pipe,
             events,
+            tls: None,
         }
     }
 

@@ -68,6 +68,9 @@ impl Out {
             // connection's task stays small for all the others.
             Box::pin(self.write_vectored(w)).await?;
         }
+        // A TLS session may keep encrypted records back until flushed; for a plain
+        // socket this does nothing.
+        w.flush().await?;
         self.buf.clear();
         self.bodies.clear();
         self.body_bytes = 0;
