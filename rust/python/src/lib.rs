@@ -5,6 +5,7 @@
 
 mod binlog;
 mod events;
+mod table;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -280,5 +281,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(binlog::binlog_verify, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_compact, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_import, m)?)?;
+    table::register(m)?;
     Ok(())
 }
