@@ -1,8 +1,8 @@
 """One local SparkSession for every Spark test (starting one costs seconds).
 
-The tests here carry the ``spark`` marker; they are skipped, with the reason, when
-pyspark or pyarrow is not installed or no Java runtime is found. The test command
-(scripts/test.sh) installs both, so CI runs them.
+The tests here carry the ``spark`` marker (``pytestmark`` in each module); they are
+skipped, with the reason, when pyspark or pyarrow is not installed or no Java runtime
+is found. The test command (scripts/test.sh) installs both, so CI runs them.
 """
 
 from __future__ import annotations
@@ -17,13 +17,6 @@ from typing import Any
 import pytest
 
 MISSING = [m for m in ("pyspark", "pyarrow") if importlib.util.find_spec(m) is None]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = os.path.dirname(__file__)
-    for item in items:
-        if str(item.fspath).startswith(here):
-            item.add_marker(pytest.mark.spark)
 
 
 def _skip_reason() -> str | None:

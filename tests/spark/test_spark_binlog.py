@@ -24,6 +24,8 @@ from logserver import Client
 from restart_fill import fill
 from restart_servers import InProcess
 
+pytestmark = pytest.mark.spark
+
 DATA = Path(__file__).resolve().parent.parent / "data" / "beanstalkd-binlog"
 COUNTERS = ("reserves", "timeouts", "releases", "buries", "kicks")
 
