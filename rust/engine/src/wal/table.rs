@@ -30,7 +30,6 @@
 //! [`beanstalkd_jobs`] do the same as `plan`/`jobs` for a beanstalkd binlog
 //! directory through the import reader.
 
-use std::collections::HashMap;
 use std::io;
 use std::path::Path;
 
@@ -43,6 +42,7 @@ use super::fs::{FsDir, LogDir};
 use super::import::{read_beanstalkd_dir, ImportError, ImportedState};
 use super::live::apply_change;
 use super::recover::{all_zero, next_valid, scan_budget, Next};
+use crate::idindex::IdIndex;
 
 /// Why a log could not be read as a table.
 #[derive(Debug, Error)]
@@ -128,27 +128,29 @@ fn plan_once(path: &Path) -> Result<Option<LogPlan>, TableError> {
     let mut out = LogPlan::default();
     // A job's id to the index in `out.segments` of the segment of its latest
     // snapshot.
-    let mut home: HashMap<u64, usize> = HashMap::new();
+    // (The job table's dense id index: ids come mostly in order.)
+    let mut home = IdIndex::default();
     for seq in dir.segments().map_err(io_err(path))? {
         let bytes = match dir.read(seq) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io_err(path)(e)),
         };
-        let here = out.segments.len();
-        let mut later: Vec<(usize, Record)> = Vec::new();
+        let here = out.segments.len() as u32;
+        let mut later: Vec<(u32, Record)> = Vec::new();
         let Some(end) = scan(path, seq, &bytes, &mut out.warnings, |record| {
             let id = record.id();
             match record {
                 RecordRef::Job(_) => {
-                    if let Some(was) = home.insert(id, here) {
+                    if let Some(was) = home.get(id) {
                         if was != here {
                             later.push((was, Record::Delete { id }));
                         }
                     }
+                    home.insert(id, here);
                 }
                 RecordRef::Change(Record::Delete { .. }) => {
-                    if let Some(was) = home.remove(&id) {
+                    if let Some(was) = home.remove(id) {
                         if was != here {
                             later.push((was, Record::Delete { id }));
                         }
@@ -156,7 +158,7 @@ fn plan_once(path: &Path) -> Result<Option<LogPlan>, TableError> {
                 }
                 RecordRef::Change(Record::NextId { .. }) => {}
                 RecordRef::Change(change) => {
-                    if let Some(&was) = home.get(&id) {
+                    if let Some(was) = home.get(id) {
                         if was != here {
                             later.push((was, change));
                         }
@@ -172,7 +174,7 @@ fn plan_once(path: &Path) -> Result<Option<LogPlan>, TableError> {
             continue;
         }
         for (at, record) in later {
-            record.encode(&mut out.segments[at].later);
+            record.encode(&mut out.segments[at as usize].later);
         }
         out.segments.push(SegmentPlan {
             seq,
@@ -312,7 +314,7 @@ pub fn jobs(path: &Path, part: &SegmentPlan, now: i64) -> Result<Columns, TableE
         seq: part.seq,
     };
     let mut found: Vec<Found> = Vec::new();
-    let mut index: HashMap<u64, usize> = HashMap::new();
+    let mut index = IdIndex::default();
     let mut apply = |record: RecordRef<'_>, base: usize, found: &mut Vec<Found>| match record {
         RecordRef::Job(job) => {
             // Offsets of the tube and body inside `bytes` (they borrow it).
@@ -324,22 +326,22 @@ pub fn jobs(path: &Path, part: &SegmentPlan, now: i64) -> Result<Columns, TableE
                 body: (body_at, body_at + job.body.len()),
                 live: true,
             };
-            match index.get(&job.fields.id) {
-                Some(&at) => found[at] = entry,
+            match index.get(job.fields.id) {
+                Some(at) => found[at as usize] = entry,
                 None => {
-                    index.insert(job.fields.id, found.len());
+                    index.insert(job.fields.id, found.len() as u32);
                     found.push(entry);
                 }
             }
         }
         RecordRef::Change(Record::Delete { id }) => {
-            if let Some(at) = index.remove(&id) {
-                found[at].live = false;
+            if let Some(at) = index.remove(id) {
+                found[at as usize].live = false;
             }
         }
         RecordRef::Change(change) => {
-            if let Some(&at) = index.get(&change.id()) {
-                apply_change(&mut found[at].fields, &change);
+            if let Some(at) = index.get(change.id()) {
+                apply_change(&mut found[at as usize].fields, &change);
             }
         }
     };
