@@ -51,6 +51,7 @@ def session() -> tuple[Any, float]:
         SparkSession.builder.master("local[2]")
         .appName("beanpole-bench")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )
