@@ -20,6 +20,16 @@ if ! command -v tmux >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
 fi
 
+# The Spark tests (tests/spark) need a Java runtime for pyspark.
+if ! command -v java >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    else
+        echo "note: java is not installed; the Spark tests will be skipped" >&2
+    fi
+fi
+
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
 
 cargo fmt --all -- --check

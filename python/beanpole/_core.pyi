@@ -14,6 +14,11 @@ __all__ = [
     "binlog_compact",
     "binlog_dump",
     "binlog_import",
+    "binlog_table_beanstalkd_jobs",
+    "binlog_table_beanstalkd_plan",
+    "binlog_table_jobs",
+    "binlog_table_plan",
+    "binlog_table_records",
     "binlog_verify",
 ]
 
@@ -238,3 +243,24 @@ class NativeClient:
         self, ids: Iterable[object], pri: int, delay: int, window: int
     ) -> list[int]: ...
     def bury_many(self, ids: Iterable[object], pri: int, window: int) -> list[int]: ...
+# A column as Arrow buffers: name, type ("int64", "string", "binary"), rows, nulls,
+# validity bitmap (None: no nulls), offsets (strings and binaries), values.
+_Column = tuple[str, str, int, int, bytes | None, bytes | None, bytes]
+
+def binlog_table_plan(dir: _Path) -> tuple[list[tuple[int, int, bytes]], list[str]]:
+    """Plan a table read of a log: (segment, end of its readable records, records of
+    later segments about its jobs) for each segment holding records, and warnings."""
+
+def binlog_table_jobs(
+    dir: _Path, seq: int, end: int, later: bytes, now_ns: int
+) -> list[_Column]:
+    """The live jobs homed in one planned segment, as a restart at ``now_ns`` sees them."""
+
+def binlog_table_records(dir: _Path, seq: int, end: int) -> list[_Column]:
+    """Every record of one planned segment."""
+
+def binlog_table_beanstalkd_plan(dir: _Path) -> tuple[list[str], list[str]]:
+    """The beanstalkd ``binlog.N`` files holding live jobs, and the reader's warnings."""
+
+def binlog_table_beanstalkd_jobs(dir: _Path, file: str, now_ns: int) -> list[_Column]:
+    """The live jobs whose latest full record is in the beanstalkd file ``file``."""

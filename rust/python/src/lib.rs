@@ -7,6 +7,7 @@ mod admin;
 mod binlog;
 mod client;
 mod events;
+mod table;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -336,5 +337,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(binlog::binlog_verify, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_compact, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_import, m)?)?;
+    table::register(m)?;
     Ok(())
 }

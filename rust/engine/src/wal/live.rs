@@ -45,6 +45,49 @@ impl RecoveredJob {
     }
 }
 
+/// The rule replay applies to a job's fields for a change recorded after its
+/// snapshot (not for a snapshot, a delete or next-id, which change nothing here).
+/// Also used by the table reader (`wal/table.rs`), so both read a log alike.
+pub(super) fn apply_change(job: &mut JobFields, change: &Record) {
+    match *change {
+        Record::Reserve { .. } => {
+            job.reserves = job.reserves.wrapping_add(1);
+            job.state = StoredState::Reserved;
+        }
+        Record::Release {
+            pri,
+            delay,
+            ready_at,
+            ..
+        } => {
+            job.releases = job.releases.wrapping_add(1);
+            job.pri = pri;
+            job.delay = delay;
+            job.ready_at = ready_at;
+            job.state = if delay > 0 {
+                StoredState::Delayed
+            } else {
+                StoredState::Ready
+            };
+        }
+        Record::Bury { pri, bury_seq, .. } => {
+            job.buries = job.buries.wrapping_add(1);
+            job.pri = pri;
+            job.bury_seq = bury_seq;
+            job.state = StoredState::Buried;
+        }
+        Record::Kick { .. } => {
+            job.kicks = job.kicks.wrapping_add(1);
+            job.state = StoredState::Ready;
+        }
+        Record::Timeout { .. } => {
+            job.timeouts = job.timeouts.wrapping_add(1);
+            job.state = StoredState::Ready;
+        }
+        Record::Job(_) | Record::Delete { .. } | Record::NextId { .. } => {}
+    }
+}
+
 /// Deleted jobs tolerated in the `Vec` before it is swept (and at most as many as
 /// there are live jobs), so a log of many puts and deletes needs memory for its
 /// live jobs only. (Tiny in unit tests, so they sweep often.)
@@ -113,44 +156,9 @@ impl LiveJobs {
         let Some(at) = self.index.get(change.id()) else {
             return;
         };
-        let job = &mut self.jobs[at as usize].fields;
-        match *change {
-            Record::Reserve { .. } => {
-                job.reserves = job.reserves.wrapping_add(1);
-                job.state = StoredState::Reserved;
-            }
-            Record::Release {
-                pri,
-                delay,
-                ready_at,
-                ..
-            } => {
-                job.releases = job.releases.wrapping_add(1);
-                job.pri = pri;
-                job.delay = delay;
-                job.ready_at = ready_at;
-                job.state = if delay > 0 {
-                    StoredState::Delayed
-                } else {
-                    StoredState::Ready
-                };
-            }
-            Record::Bury { pri, bury_seq, .. } => {
-                job.buries = job.buries.wrapping_add(1);
-                job.pri = pri;
-                job.bury_seq = bury_seq;
-                job.state = StoredState::Buried;
-                self.max_bury_seq = self.max_bury_seq.max(bury_seq);
-            }
-            Record::Kick { .. } => {
-                job.kicks = job.kicks.wrapping_add(1);
-                job.state = StoredState::Ready;
-            }
-            Record::Timeout { .. } => {
-                job.timeouts = job.timeouts.wrapping_add(1);
-                job.state = StoredState::Ready;
-            }
-            Record::Job(_) | Record::Delete { .. } | Record::NextId { .. } => {}
+        apply_change(&mut self.jobs[at as usize].fields, change);
+        if let Record::Bury { bury_seq, .. } = *change {
+            self.max_bury_seq = self.max_bury_seq.max(bury_seq);
         }
     }
 

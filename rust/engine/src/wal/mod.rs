@@ -11,6 +11,7 @@
 //! its records batch by batch; see `store/log.rs` and `pipe.rs`.
 
 pub mod buffers;
+pub mod columns;
 pub mod decode;
 pub mod format;
 pub mod fs;
@@ -19,6 +20,7 @@ mod live;
 pub mod mapped;
 pub mod pipe;
 pub mod recover;
+pub mod table;
 pub mod tools;
 pub mod writer;
 

@@ -262,7 +262,7 @@ pub(super) fn all_zero(bytes: &[u8]) -> bool {
 
 /// What the search for a readable record after an unreadable one found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Next {
+pub(super) enum Next {
     /// A record that decodes starts here.
     At(usize),
     /// None up to the end of the segment.
@@ -275,14 +275,14 @@ enum Next {
 /// MiB. Without a limit, damage followed by data that looks like the starts of
 /// long records (a binary job body, say) would cost a checksum over up to the
 /// rest of the segment at every offset: hours for a large segment.
-fn scan_budget(segment_len: usize) -> usize {
+pub(super) fn scan_budget(segment_len: usize) -> usize {
     segment_len.saturating_mul(4).saturating_add(1 << 20)
 }
 
 /// Where the next decodable record at or after `from` starts. Only offsets where
 /// a record has the shape of one are checksummed, and those checksums are paid
 /// from `budget`.
-fn next_valid(bytes: &[u8], from: usize, budget: &mut usize) -> Next {
+pub(super) fn next_valid(bytes: &[u8], from: usize, budget: &mut usize) -> Next {
     for i in from..bytes.len().saturating_sub(9) {
         let rest = &bytes[i..];
         if rest[..4] == [0, 0, 0, 0] || !RecordRef::has_shape(rest) {

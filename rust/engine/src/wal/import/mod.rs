@@ -157,6 +157,9 @@ pub struct ImportedJob {
     pub buries: u32,
     pub kicks: u32,
     pub state: ImportedState,
+    /// Index in [`ImportReport::files`] of the file holding the job's latest full
+    /// record (its body), so a reader can give each file its own jobs.
+    pub file: usize,
 }
 
 /// What a beanstalkd binlog directory holds.

@@ -344,6 +344,7 @@ impl Replay {
             buries: raw.buries,
             kicks: raw.kicks,
             state,
+            file: self.files.len().saturating_sub(1),
         };
         let seq = match self.jobs.get(&id) {
             // A migration copy changes nothing by being written; the job keeps its

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Spark figures (issue 13), in one run on a local[2] session.
+
+    python bench/spark_bench.py                  # 1,000,000 jobs, 5 warm runs
+    python bench/spark_bench.py --jobs 200000 --runs 3
+    python bench/spark_bench.py --smoke          # tiny, for tests/spark (no figures)
+
+What is measured:
+
+- ``binlog``: the log reader (format ``beanpole-binlog``) over a log of N ready jobs with
+  100-byte bodies, put by pipelined clients into an embedded server that is then
+  stopped; every row goes through a ``noop`` sink, so the rows are read in the
+  executors and none travel to the driver. Jobs mode and records mode.
+- ``writer``, ``stream``: the writer and the streaming reader of format ``beanpole``
+  come with those sources; their figures are added to FIGURES below.
+
+The JVM start (``getOrCreate``) and the first query (Spark starts its Python
+workers then) are reported apart from the warm runs; figures are medians of the
+warm runs. Needs ``pip install "beanpole[spark]"`` and a Java runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import beanpole
+
+PUT_CHUNK = 10_000  # puts written before their replies are read
+
+
+def session() -> tuple[Any, float]:
+    """The local session (created if there is none) and the seconds it took."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import beanpole.spark
+
+    started = time.perf_counter()
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("beanpole-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    beanpole.spark.register(spark)
+    return spark, time.perf_counter() - started
+
+
+def fill_log(log: Path, jobs: int, body_size: int) -> float:
+    """Put ``jobs`` ready jobs into a server logging to ``log``, pipelined; seconds."""
+    body = b"b" * body_size
+    command = b"put 0 0 60 %d\r\n%s\r\n" % (body_size, body)
+    started = time.perf_counter()
+    with beanpole.Server(listen="127.0.0.1", port=0, binlog_dir=str(log), no_fsync=True) as srv:
+        address = srv.address
+        assert isinstance(address, tuple)
+        with socket.create_connection(address) as sock:
+            left = jobs
+            while left:
+                n = min(left, PUT_CHUNK)
+                sock.sendall(command * n)
+                replies = b""
+                while replies.count(b"\r\n") < n:
+                    chunk = sock.recv(1 << 20)
+                    if not chunk:
+                        raise RuntimeError("the server closed the connection")
+                    replies += chunk
+                if not all(r.startswith(b"INSERTED ") for r in replies.split(b"\r\n")[:-1]):
+                    raise RuntimeError(f"a put failed: {replies[:200]!r}")
+                left -= n
+    return time.perf_counter() - started
+
+
+def timed_read(spark: Any, log: Path, records: bool) -> float:
+    reader = spark.read.format("beanpole-binlog")
+    if records:
+        reader = reader.option("records", "true")
+    started = time.perf_counter()
+    reader.load(str(log)).write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - started
+
+
+def count(spark: Any, log: Path, records: bool) -> int:
+    reader = spark.read.format("beanpole-binlog")
+    if records:
+        reader = reader.option("records", "true")
+    return int(reader.load(str(log)).count())
+
+
+def binlog_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str, Any]:
+    """The log reader's figure: rows per second, jobs mode and records mode."""
+    with tempfile.TemporaryDirectory(prefix="beanpole-spark-bench-") as tmp:
+        log = Path(tmp) / "log"
+        fill_s = fill_log(log, jobs, body_size)
+        out: dict[str, Any] = {"jobs": jobs, "body_size": body_size, "fill_s": fill_s}
+        modes: dict[str, Any] = {}
+        for mode, records in (("jobs", False), ("records", True)):
+            rows = count(spark, log, records)
+            if rows != jobs:
+                raise RuntimeError(f"{mode}: read {rows} rows, the log holds {jobs}")
+            first = timed_read(spark, log, records)
+            warm = [timed_read(spark, log, records) for _ in range(runs)]
+            median = statistics.median(warm)
+            modes[mode] = {
+                "first_s": first,
+                "warm_s": warm,
+                "median_s": median,
+                "rows_per_s": jobs / median,
+            }
+        out["modes"] = modes
+        out["segments"] = len(list(log.glob("*.log")))
+        return out
+
+
+# Each figure: a function of (spark, jobs, runs, body_size). The writer (1M rows into
+# one server, against greenstalk put in foreachPartition and a hand-pipelined socket
+# loop) and the streaming read through a noop sink are added here with their sources.
+FIGURES: dict[str, Callable[[Any, int, int, int], dict[str, Any]]] = {
+    "binlog": binlog_figure,
+}
+
+
+def run(spark: Any | None, jobs: int, runs: int, body_size: int, only: list[str]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    if spark is None:
+        spark, result["jvm_start_s"] = session()
+    for name in only:
+        result[name] = FIGURES[name](spark, jobs, runs, body_size)
+    return result
+
+
+def report(result: dict[str, Any]) -> None:
+    if "jvm_start_s" in result:
+        print(f"JVM and session start: {result['jvm_start_s']:.1f} s (not in the figures)")
+    figure = result.get("binlog")
+    if figure:
+        print(
+            f"log reader, {figure['jobs']:,} jobs of {figure['body_size']} bytes "
+            f"in {figure['segments']} segments (filled in {figure['fill_s']:.1f} s):"
+        )
+        for mode in ("jobs", "records"):
+            m = figure["modes"][mode]
+            warm = ", ".join(f"{s:.2f}" for s in m["warm_s"])
+            print(
+                f"  {mode:8} {m['rows_per_s']:>12,.0f} rows/s  median {m['median_s']:.3f} s "
+                f"(warm runs {warm}; first query {m['first_s']:.2f} s)"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=5, help="warm runs per figure")
+    parser.add_argument("--body-size", type=int, default=100)
+    parser.add_argument("--only", nargs="*", choices=sorted(FIGURES), default=sorted(FIGURES))
+    parser.add_argument("--smoke", action="store_true", help="tiny counts, no figures")
+    parser.add_argument("--json", type=Path, help="also write the result here")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.jobs, args.runs = 2_000, 1
+    result = run(None, args.jobs, args.runs, args.body_size, args.only)
+    report(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

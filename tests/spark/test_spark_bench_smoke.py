@@ -1,0 +1,29 @@
+"""bench/spark_bench.py end to end with tiny counts, so that it cannot rot. Nothing
+here asserts a timing."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+BENCH = Path(__file__).resolve().parent.parent.parent / "bench" / "spark_bench.py"
+
+
+def test_spark_bench_smoke(spark: Any, capsys: Any) -> None:
+    spec = importlib.util.spec_from_file_location("spark_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = bench.run(spark, jobs=3000, runs=1, body_size=100, only=sorted(bench.FIGURES))
+    figure = result["binlog"]
+    assert figure["jobs"] == 3000
+    for mode in ("jobs", "records"):
+        assert len(figure["modes"][mode]["warm_s"]) == 1
+        assert figure["modes"][mode]["rows_per_s"] > 0
+    bench.report(result)
+    assert "log reader, 3,000 jobs" in capsys.readouterr().out
