@@ -70,6 +70,8 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "no_fsync",
         "segment_size",
         "skip_corrupt",
+        "max_connections",
+        "max_memory",
     ]
 
 
@@ -81,6 +83,8 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         ("no_fsync", "-F/--no-fsync"),
         ("segment_size", "-s/--segment-size"),
         ("skip_corrupt", "--skip-corrupt"),
+        ("max_connections", "--max-connections"),
+        ("max_memory", "--max-memory"),
     ],
 )
 def test_log_settings_use_beanstalkds_flags(name: str, expected: str) -> None:

@@ -35,6 +35,8 @@ class ServerHandle:
         no_fsync: bool = False,
         segment_size: int = 10485760,
         skip_corrupt: bool = False,
+        max_connections: int = 0,
+        max_memory: int = 0,
     ) -> ServerHandle:
         """Bind the listener and start serving; return once the socket is bound.
 
@@ -47,6 +49,10 @@ class ServerHandle:
         ``no_fsync`` never syncs (``-F``); ``segment_size`` is ``-s``. An unusable
         directory (locked by another server, holding beanstalkd binlog files,
         corrupt) raises ``OSError``.
+
+        ``max_connections`` (0: no limit) closes connections beyond that many at once;
+        ``max_memory`` (0: no limit) answers puts OUT_OF_MEMORY while the jobs take more
+        than that many bytes (bodies plus a fixed overhead per job).
         """
 
     @property
@@ -68,7 +74,9 @@ class ServerHandle:
 
     def stats(self) -> dict[str, _StatValue]:
         """The values of the ``stats`` command, keyed as on the wire; with a log also
-        ``log-failing`` (writes or fsyncs failing now) and ``log-errors`` (seen so far)."""
+        ``log-failing`` (writes or fsyncs failing now) and ``log-errors`` (seen so far);
+        always ``connections-refused`` (by ``max_connections``) and ``job-bytes`` (what
+        ``max_memory`` bounds)."""
 
 
 _Path = str | os.PathLike[str]

@@ -44,6 +44,8 @@ _SETTINGS = (
     "no_fsync",
     "segment_size",
     "skip_corrupt",
+    "max_connections",
+    "max_memory",
 )
 
 
@@ -100,7 +102,8 @@ Use -l 0.0.0.0 to listen on all IPv4 interfaces (or -l :: for IPv6).
 Precedence: flag > BEANPOLE_* environment variable > --config file > default.
 The TOML file holds the settings under [beanpole] (or at the top level) with
 the field names: listen, port, max_job_size, user, verbose, threads,
-binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt.
+binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt, max_connections,
+max_memory.
 
 \b
 Write-ahead log: with -b DIR every change to the jobs is logged in DIR and
@@ -153,6 +156,8 @@ mode (every put is then answered DRAINING).
 @click.option("-F", "--no-fsync", is_flag=True, help=_help("no_fsync"))
 @click.option("-s", "--segment-size", type=int, metavar="BYTES", help=_help("segment_size"))
 @click.option("--skip-corrupt", is_flag=True, help=_help("skip_corrupt"))
+@click.option("--max-connections", type=int, metavar="N", help=_help("max_connections"))
+@click.option("--max-memory", type=int, metavar="BYTES", help=_help("max_memory"))
 @click.pass_context
 def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> None:
     """Run a server until SIGTERM or SIGINT."""

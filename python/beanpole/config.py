@@ -93,6 +93,8 @@ class ConfigChanges(TypedDict, total=False):
     no_fsync: bool
     segment_size: int
     skip_corrupt: bool
+    max_connections: int
+    max_memory: int
 
 
 def _setting(default: _T, *, flag: str, doc: str) -> _T:
@@ -162,6 +164,18 @@ class Config:
         doc="Start even if the log has corrupt records in the middle, dropping them "
         "(with a warning); without it such a log stops the server from starting.",
     )
+    max_connections: int = _setting(
+        0,
+        flag="--max-connections",
+        doc="Serve at most this many connections at once; more are closed at once "
+        "(and counted). 0 means no limit.",
+    )
+    max_memory: int = _setting(
+        0,
+        flag="--max-memory",
+        doc="Bytes the jobs may take (bodies plus a fixed overhead each); beyond it puts "
+        "are answered OUT_OF_MEMORY until deletes make room. 0 means no limit.",
+    )
 
     def __post_init__(self) -> None:
         _check_listen(self.listen)
@@ -186,6 +200,8 @@ class Config:
         _check_bool("no_fsync", self.no_fsync)
         _check_int("segment_size", self.segment_size, low=1, high=_INT64_MAX)
         _check_bool("skip_corrupt", self.skip_corrupt)
+        _check_int("max_connections", self.max_connections, low=0, high=_INT64_MAX)
+        _check_int("max_memory", self.max_memory, low=0, high=_INT64_MAX)
 
     # -- building -----------------------------------------------------------------------
 
@@ -399,6 +415,8 @@ _ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "no_fsync": _parse_bool,
     "segment_size": _parse_int,
     "skip_corrupt": _parse_bool,
+    "max_connections": _parse_int,
+    "max_memory": _parse_int,
 }
 
 

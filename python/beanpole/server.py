@@ -300,6 +300,8 @@ def _start_native(cfg: Config) -> ServerHandle:
         no_fsync=cfg.no_fsync,
         segment_size=cfg.segment_size,
         skip_corrupt=cfg.skip_corrupt,
+        max_connections=cfg.max_connections,
+        max_memory=cfg.max_memory,
     )
 
 

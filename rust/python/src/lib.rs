@@ -52,6 +52,7 @@ impl PyServerHandle {
         listen, port, max_job_size, verbose = 0, threads = 0,
         binlog_dir = None, fsync_ms = None, no_fsync = false,
         segment_size = 10485760, skip_corrupt = false,
+        max_connections = 0, max_memory = 0,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn start(
@@ -66,7 +67,17 @@ impl PyServerHandle {
         no_fsync: bool,
         segment_size: i64,
         skip_corrupt: bool,
+        max_connections: i64,
+        max_memory: i64,
     ) -> PyResult<PyServerHandle> {
+        let max_connections = usize::try_from(max_connections).map_err(|_| {
+            PyValueError::new_err(format!(
+                "max connections {max_connections} must be 0 or more"
+            ))
+        })?;
+        let max_memory = u64::try_from(max_memory).map_err(|_| {
+            PyValueError::new_err(format!("max memory {max_memory} must be 0 or more"))
+        })?;
         let port = u16::try_from(port)
             .map_err(|_| PyValueError::new_err(format!("port {port} is not in 0..=65535")))?;
         let max_job_size = u32::try_from(max_job_size).map_err(|_| {
@@ -118,6 +129,8 @@ impl PyServerHandle {
             verbose: u8::try_from(verbose.clamp(0, 255)).unwrap_or(u8::MAX),
             threads,
             log,
+            max_connections,
+            max_memory,
         };
         let handle = py
             .detach(|| ServerHandle::start(config))
@@ -208,6 +221,13 @@ impl PyServerHandle {
         if let Some(Some((failing, errors))) = self.with(ServerHandle::log_health) {
             dict.set_item("log-failing", failing)?;
             dict.set_item("log-errors", errors)?;
+        }
+        // Nor are the limits' figures: connections refused by --max-connections, and
+        // the bytes the jobs take as --max-memory counts them.
+        if let Some((refused, job_bytes)) = self.with(|h| (h.connections_refused(), h.job_bytes()))
+        {
+            dict.set_item("connections-refused", refused)?;
+            dict.set_item("job-bytes", job_bytes)?;
         }
         Ok(dict)
     }

@@ -26,6 +26,11 @@ pub struct ServerConfig {
     pub threads: usize,
     /// The write-ahead log (`-b`), if any.
     pub log: Option<crate::wal::LogConfig>,
+    /// `--max-connections`: more are closed at once; 0 means no limit.
+    pub max_connections: usize,
+    /// `--max-memory`: bytes the jobs may take before puts get OUT_OF_MEMORY; 0
+    /// means no limit.
+    pub max_memory: u64,
 }
 
 impl Default for ServerConfig {
@@ -36,6 +41,8 @@ impl Default for ServerConfig {
             verbose: 0,
             threads: 0,
             log: None,
+            max_connections: 0,
+            max_memory: 0,
         }
     }
 }
@@ -131,6 +138,11 @@ impl ServerHandle {
             config.verbose,
             log.as_mut(),
         ));
+        shared.limits.set_max_connections(config.max_connections);
+        shared.lock().set_max_memory(config.max_memory);
+        if let Err(e) = super::limits::raise_fd_limit() {
+            eprintln!("beanpole: cannot raise the open files limit: {e}");
+        }
         let (tx, rx) = oneshot::channel::<()>();
         let done = Arc::new(Done::default());
         let task_done = Arc::clone(&done);
@@ -180,6 +192,16 @@ impl ServerHandle {
                 p.errors.load(std::sync::atomic::Ordering::Relaxed),
             )
         })
+    }
+
+    /// Connections closed at once because `--max-connections` were open.
+    pub fn connections_refused(&self) -> u64 {
+        self.shared.limits.refused()
+    }
+
+    /// The bytes the jobs take, as `--max-memory` counts them.
+    pub fn job_bytes(&self) -> u64 {
+        self.shared.lock().job_bytes()
     }
 
     /// The `stats` values, as ordered pairs.

@@ -10,6 +10,7 @@ mod conn;
 mod engine;
 mod handle;
 mod input;
+mod limits;
 mod listener;
 mod out;
 mod signal;
@@ -56,6 +57,8 @@ pub struct Shared {
     fixed: FixedInfo,
     /// The write-ahead log's hand-over to its writer thread, when there is a log.
     pub(crate) log_pipe: Option<Arc<crate::wal::pipe::LogPipe>>,
+    /// `--max-connections` and the connections it refused.
+    limits: limits::Limits,
 }
 
 /// Process facts that never change while the server runs.
@@ -100,6 +103,7 @@ impl Shared {
                 platform,
             },
             log_pipe,
+            limits: limits::Limits::default(),
         }
     }
 
