@@ -78,7 +78,6 @@ class ServerHandle:
         always ``connections-refused`` (by ``max_connections``) and ``job-bytes`` (what
         ``max_memory`` bounds)."""
 
-
 _Path = str | os.PathLike[str]
 
 def binlog_dump(dir: _Path) -> tuple[list[dict[str, Any]], list[str]]:
