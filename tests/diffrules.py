@@ -49,8 +49,11 @@ def queues_behind_wait(model: ConnModel, data: bytes) -> bool:
     if not model.feed(data).uncertain:
         return False
     lines = model.lines[framed:]
-    last = classify(lines[-1], model.max_job_size).kind if lines else ""
-    return last != "wait" or not model.at_boundary()
+    kinds = [classify(line, model.max_job_size).kind for line in lines]
+    if "wait" not in kinds:
+        return False  # the reserve was already framed before; nothing new behind it
+    first = kinds.index("wait")
+    return first < len(lines) - 1 or not model.at_boundary()
 
 
 def allowed(
