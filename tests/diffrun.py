@@ -383,10 +383,10 @@ def run_many(
                     r = dataclasses.replace(r, oracle={}, subject={})
                 results.append(r)
                 if progress and len(results) % progress == 0:
-                    failed = sum(1 for x in results if x.difference)
+                    failed = [str(x.case.seed) for x in results if x.difference]
                     print(
                         f"{len(results)} cases in {time.monotonic() - started:.0f} s: "
-                        f"{failed} differ",
+                        f"{len(failed)} differ {' '.join(failed)}".rstrip(),
                         flush=True,
                     )
     results.sort(key=lambda r: r.case.seed)
