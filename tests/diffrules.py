@@ -80,7 +80,8 @@ def allowed(
     * a private waiter sends no watch or ignore;
     * with a 1.12 oracle, no reserve-with-timeout argument that 1.12 and 1.13 read
       differently (``loose_timeouts`` off);
-    * no peek or stats-job while another connection is in the middle of a put body:
+    * no peek or stats-job while another connection is in the middle of a put body
+      (nor queued behind a reserve, which runs it at a moment no rule sees):
       beanstalkd shows that unfinished job (its body padded with whatever its memory
       held, state "invalid"); beanpole does not (README, differences).
     """
@@ -101,5 +102,12 @@ def allowed(
         partial = bytes(model.buf) if model.mode == "command" else b""
         if not (all(map(versions_agree, lines)) and agreeable(partial)):
             return False
+    looks = [line.startswith((b"peek ", b"stats-job ")) for line in lines]
+    if any(looks) and outcome.uncertain and queues_behind_wait(models[conn], data):
+        # Queued behind a reserve, it runs at a moment no rule can see: maybe while
+        # another connection is in the middle of a put body.
+        kinds = [classify(line, model.max_job_size).kind for line in lines]
+        if any(looks[kinds.index("wait") :]):
+            return False
     body_pending = any(m.mode == "body" for c, m in models.items() if c != conn)
-    return not (body_pending and any(line.startswith((b"peek ", b"stats-job ")) for line in lines))
+    return not (body_pending and any(looks))
