@@ -1,13 +1,15 @@
 """Random command sequences for the differential test (``test_differential.py``).
 
 A case is a list of steps, each the bytes one connection sends at once (a command,
-a pipelined burst, part of a command, a garbled command), a hang-up (shutdown of the
-client's sending side) or drain mode. Valid commands, with priorities, delays, TTRs
-and body sizes up to and past ``-z``, are mixed with malformed input: numbers that
-are negative, signed, hexadecimal, too large or followed by junk; extra, missing and
-trailing spaces; unknown commands and command names with a suffix; lines just under
-and over 224 bytes; put bodies longer or shorter than announced or without their
-CRLF; lone CR and LF; NUL bytes.
+a pipelined burst, part of a command, a garbled command, a reserve that may wait
+with commands queued behind it), a hang-up (shutdown of the client's sending side),
+a close of the client's socket, or drain mode. Some connections are private waiters
+(each watches a tube of its own), so that several connections can wait at once.
+Valid commands, with priorities, delays, TTRs and body sizes up to and past ``-z``,
+are mixed with malformed input: numbers that are negative, signed, hexadecimal, too
+large or followed by junk; extra, missing and trailing spaces; unknown commands and
+command names with a suffix; lines just under and over 224 bytes; put bodies longer
+or shorter than announced or without their CRLF; lone CR and LF; NUL bytes.
 
 Nothing generated depends on the wall clock: delays, pauses and reserve timeouts are
 0 or at least an hour; a TTR is either at least a minute or 0/1, whose safety margin
@@ -25,7 +27,7 @@ import random
 from collections.abc import Callable
 
 from diffmodel import U32_MAX, ConnModel
-from diffrules import allowed
+from diffrules import PRIVATE_NOTE, allowed, queues_behind_wait, waits
 
 U64_MAX = (1 << 64) - 1
 PROBE = b"list-tube-used\r\n"  # the last step on every open connection
@@ -143,6 +145,7 @@ class Step:
     conn: int
     data: bytes  # sent at once
     hangup: bool = False  # shut the connection's sending side, then read until it closes
+    close: bool = False  # close the connection's socket (after reading what arrived)
     drain: bool = False  # put the server in drain mode (beanstalkd: SIGUSR1); sends nothing
     note: str = ""
 
@@ -179,6 +182,10 @@ class Generator:
         self.ids = 0  # job ids handed out so far, as far as the model knows
         self.conn = 0  # the connection a step is being made for
         self.held: dict[int, list[int]] = {}  # ids each connection asked reserve-job for
+        self.private_tubes: list[bytes] = []  # tubes of the private waiters
+        # The connection that may be waiting with commands queued behind its reserve,
+        # as far as the generator can tell (the runner knows for sure).
+        self.loaded: int | None = None
         self.steps: list[Step] = []
 
     # ------------------------------------------------------------------ values
@@ -332,6 +339,9 @@ class Generator:
 
     def tube_command(self) -> bytes:
         word = self.rng.choice([b"use", b"use", b"watch", b"watch", b"ignore", b"stats-tube"])
+        if word != b"watch" and self.private_tubes and self.chance(0.5):
+            # Jobs for the private waiters (nobody else may watch their tubes).
+            return word + b" " + self.rng.choice(self.private_tubes)
         return word + b" " + self.tube()
 
     def pause(self) -> bytes:
@@ -383,7 +393,7 @@ class Generator:
             (1, self.quit),
             (2, self.padded),
         ]
-        if conn == 0:
+        if waits(conn, self.models[conn]):
             makers.append((4, self.reserve_wait))
         weights = [w * bias for (w, _), bias in zip(makers, self.bias, strict=False)]
         make = self.rng.choices([m for _, m in makers], weights)[0]
@@ -416,6 +426,14 @@ class Generator:
         if len(self.models) < MAX_CONNS and (not live or self.chance(0.08)):
             conn = len(self.models)
             self.models[conn] = ConnModel(self.limit)
+            if conn and self.chance(0.4):
+                # A private waiter: it watches a tube of its own only.
+                tube = b"p%d" % conn
+                setup = b"watch " + tube + b"\r\nignore default\r\n"
+                self.models[conn].feed(setup)
+                self.models[conn].private = True
+                self.private_tubes.append(tube)
+                self.steps.append(Step(conn, setup, note=PRIVATE_NOTE))
             return conn
         if not live:
             return -1
@@ -426,6 +444,11 @@ class Generator:
         r = self.rng.random() / self.mess
         if r >= 1:
             return [self.command(conn)], "command"
+        if waits(conn, self.models[conn]) and self.chance(0.15):
+            # A reserve that may wait, and commands queued behind it.
+            n = self.rng.randint(1, 4)
+            queued = b"".join(self.command(conn) for _ in range(n))
+            return [self.reserve_wait() + b"\r\n" + queued], "queued behind reserve"
         if r < 0.3:
             n = self.rng.randint(2, 6)
             return [b"".join(self.command(conn) for _ in range(n))], "burst"
@@ -445,25 +468,37 @@ class Generator:
         conn = self.pick_conn()
         if conn < 0:
             return False
-        if self.chance(0.02):
+        was_loaded = self.loaded == conn
+        if was_loaded:
+            # A step for it is sent only once its reserve was answered (the runner
+            # skips it otherwise, but not a hang-up): assume it was.
+            self.loaded = None
+        if self.chance(0.25 if was_loaded else 0.02):
+            close = self.chance(0.5)
             self.models[conn].closed = True
-            self.steps.append(Step(conn, b"", hangup=True, note="hang-up"))
+            note = "close" if close else "hang-up"
+            self.steps.append(Step(conn, b"", hangup=not close, close=close, note=note))
             return True
         if self.chance(0.003):
             self.steps.append(Step(conn, b"", drain=True, note="drain mode"))
             return True
+        loaded = frozenset() if self.loaded is None else frozenset({self.loaded})
         for _ in range(20):
             sends, note = self.payload(conn)
             models = {**self.models, conn: copy.deepcopy(self.models[conn])}
             puts = 0
+            queued = False
             for data in sends:
-                if not allowed(conn, data, models, self.loose_timeouts):
+                if not allowed(conn, data, models, self.loose_timeouts, loaded=loaded):
                     break
+                queued |= queues_behind_wait(models[conn], data)
                 puts += models[conn].feed(data).puts
             else:
                 self.models = models
                 self.ids += puts
                 self.steps.extend(Step(conn, data, note=note) for data in sends)
+                if queued:
+                    self.loaded = conn
                 return True
         return True
 
@@ -493,17 +528,27 @@ class Generator:
 
 
 def valid(case: Case) -> bool:
-    """Whether every step keeps the rules of ``allowed`` (a shrunk case may not)."""
+    """Whether every step keeps the rules of ``allowed`` (a shrunk case may not), with
+    queued commands tracked as the generator does."""
     limit = DEFAULT_MAX_JOB_SIZE if case.max_job_size is None else case.max_job_size
     models: dict[int, ConnModel] = {}
+    loaded: int | None = None
     for step in case.steps:
         model = models.setdefault(step.conn, ConnModel(limit))
-        if step.hangup:
+        if loaded == step.conn:
+            loaded = None
+        if step.hangup or step.close:
             model.closed = True
+        elif step.note == PRIVATE_NOTE:
+            model.feed(step.data)
+            model.private = True
         elif not step.drain:
             final = step.note == "probe"
-            if not allowed(step.conn, step.data, models, case.loose_timeouts, final):
+            others = frozenset() if loaded is None else frozenset({loaded})
+            if not allowed(step.conn, step.data, models, case.loose_timeouts, final, others):
                 return False
+            if queues_behind_wait(model, step.data):
+                loaded = step.conn
             model.feed(step.data)
     return True
 

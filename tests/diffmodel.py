@@ -119,6 +119,9 @@ class ConnModel:
         self.need = 0
         self.closed = False
         self.lines: list[bytes] = []  # every command line framed so far
+        # A connection of its own tube: it watches only that tube (no other connection
+        # does) and sends no watch or ignore, so it may wait in reserve beside others.
+        self.private = False
 
     def at_boundary(self) -> bool:
         """True when the next byte sent starts a command line."""

@@ -24,13 +24,13 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from client_common import drain
 from diffgen import DEFAULT_MAX_JOB_SIZE, Case, Step, generate, valid
 from diffmodel import ConnModel, Outcome
-from diffrules import allowed
+from diffrules import PRIVATE_NOTE, allowed, queues_behind_wait
 from diffwire import EOF, Conn, Event, escape, normalise
 from servers import Running, start
 
@@ -111,6 +111,8 @@ class Run:
         self.expected: dict[int, int] = {}
         self.misses: list[int] = []  # steps whose predicted replies did not all come
         self.skipped = 0
+        # Connections whose last step queued commands behind a reserve that may wait.
+        self.queued: set[int] = set()
 
     def steps(self) -> str | None:
         for index, step in enumerate(self.case.steps):
@@ -130,51 +132,77 @@ class Run:
             return False
         o, s = self.oracle.conn(step.conn), self.subject.conn(step.conn)
         o.step = s.step = index
-        o.drain()
+        for c in self.oracle.conns.values():
+            c.drain()
         before = self.expected.get(step.conn, 0)
         in_sync = len(o.events) == before
+        ends = step.hangup or step.close
         # Nothing goes to a connection that may be waiting in reserve (see
-        # diffrules.allowed), except a hang-up.
-        waiting = len(o.events) < before and not step.hangup
+        # diffrules.allowed), except a hang-up or a close.
+        waiting = len(o.events) < before and not ends
+        # The other connections waiting with commands queued behind their reserve.
+        loaded = frozenset(
+            k
+            for k in self.queued
+            if k != step.conn
+            and not self.oracle.conns[k].closed
+            and len(self.oracle.conns[k].events) < self.expected.get(k, 0)
+        )
         model = self.models.setdefault(step.conn, ConnModel(self.limit))
         # The generator kept to diffrules.allowed for the steps it made; skipped steps
         # change what a connection was sent: check again against what it was.
         final = step.note == "probe"
-        kept = step.hangup or allowed(step.conn, step.data, self.models, self.loose, final)
-        if o.eof or o.hung_up or waiting or not kept:
+        private = step.note == PRIVATE_NOTE
+        kept = (
+            ends or private or allowed(step.conn, step.data, self.models, self.loose, final, loaded)
+        )
+        if o.eof or o.hung_up or o.closed or waiting or not kept:
             self.skipped += 1
             return False
-        if step.hangup:
+        self.queued.discard(step.conn)
+        if ends:
             model.closed = True
-            outcome = Outcome(1, True, True)
+            outcome = Outcome(1 if step.hangup else 0, True, True)
         else:
+            if queues_behind_wait(model, step.data):
+                self.queued.add(step.conn)
             outcome = model.feed(step.data)
+            model.private |= private
         self.expected[step.conn] = before + outcome.replies
         # Read until the oracle falls quiet where the count cannot be trusted, and on
         # both sides where the step takes effect without a reply: the next step, maybe
-        # on another connection, must not overtake it.
-        quiet = outcome.uncertain or outcome.silent_effect or not in_sync
+        # on another connection, must not overtake it. The same where the step may
+        # answer a reserve with commands queued behind it: they run meanwhile.
+        quiet = outcome.uncertain or outcome.silent_effect or not in_sync or bool(loaded)
         if step.hangup:
             o.hang_up()
             o.read_quiet(PATIENCE, PATIENCE)
+        elif step.close:
+            o.close()
         else:
             o.send(step.data)
             if quiet:
                 o.read_quiet(QUIET, PATIENCE)
             elif not o.read_until(self.expected[step.conn], PATIENCE):
                 self.misses.append(index)
+        if step.close:
+            settle(self.oracle)
         for c in self.oracle.conns.values():
             c.step = index
             c.drain()
         if step.hangup:
             s.hang_up()
+        elif step.close:
+            s.close()
         else:
             s.send(step.data)
         for k, c in self.oracle.conns.items():
             sc = self.subject.conn(k)
             sc.step = index
             sc.read_until(len(c.events), PATIENCE)
-        if quiet:
+        if step.close:
+            settle(self.subject)
+        elif quiet:
             s.read_quiet(QUIET, PATIENCE)
         return True
 
@@ -214,6 +242,15 @@ def run_once(case: Case, version: str) -> Result:
         run.misses,
         run.skipped,
     )
+
+
+def settle(side: Side) -> None:
+    """After a close, which no reply follows: give the server time to act on it (a job
+    released, commands queued behind a reserve applied) before the next step, and
+    read what that brings on the other connections."""
+    time.sleep(QUIET)
+    for c in side.conns.values():
+        c.read_quiet(QUIET, PATIENCE)
 
 
 def events(side: Side) -> dict[int, list[Event]]:
@@ -264,7 +301,15 @@ def report(result: Result, version: str) -> str:
         if step is None:
             lines.append(f"  [{i}] end: what arrived after the last step")
         else:
-            what = "hang up" if step.hangup else "drain" if step.drain else repr(step.data)
+            what = (
+                "hang up"
+                if step.hangup
+                else "close"
+                if step.close
+                else "drain"
+                if step.drain
+                else repr(step.data)
+            )
             lines.append(f"  [{i}] c{step.conn} {what}  ({step.note})")
         for who, evs in (("beanstalkd", result.oracle), ("beanpole  ", result.subject)):
             for conn, es in sorted(evs.items()):
@@ -285,7 +330,8 @@ def transcript_draft(result: Result) -> Iterator[str]:
         if step is not None and step.drain:
             yield "# drain mode (beanstalkd: SIGUSR1)"
         elif step is not None:
-            yield f"c{step.conn + 1} " + ("shutdown" if step.hangup else ">> " + escape(step.data))
+            op = "shutdown" if step.hangup else "close" if step.close else ">> " + escape(step.data)
+            yield f"c{step.conn + 1} " + op
         for conn in sorted(result.oracle):
             yield from draft_replies(result.oracle[conn], i, conn)
 
@@ -310,12 +356,41 @@ def draft_replies(evs: list[Event], step: int, conn: int) -> Iterator[str]:
 
 
 def run_many(
-    seed: int, cases: int, version: str, jobs: int, loose_timeouts: bool | None = None
+    seed: int,
+    cases: int,
+    version: str,
+    jobs: int,
+    loose_timeouts: bool | None = None,
+    progress: int = 0,
 ) -> list[Result]:
+    """Run cases ``seed`` .. ``seed + cases - 1``, at most ``jobs`` at a time. The
+    replies of cases that agree are not kept (a long run would hold them all);
+    ``progress``: print a line after every that many cases."""
     loose = version != "1.12" if loose_timeouts is None else loose_timeouts
+    results: list[Result] = []
+    started = time.monotonic()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(run_case, generate(seed + i, loose), version) for i in range(cases)]
-        return [f.result() for f in futures]
+        pending: set[Future[Result]] = set()
+        submitted = 0
+        while submitted < cases or pending:
+            while submitted < cases and len(pending) < 4 * jobs:
+                pending.add(pool.submit(run_case, generate(seed + submitted, loose), version))
+                submitted += 1
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in done:
+                r = f.result()
+                if r.difference is None:
+                    r = dataclasses.replace(r, oracle={}, subject={})
+                results.append(r)
+                if progress and len(results) % progress == 0:
+                    failed = [str(x.case.seed) for x in results if x.difference]
+                    print(
+                        f"{len(results)} cases in {time.monotonic() - started:.0f} s: "
+                        f"{len(failed)} differ {' '.join(failed)}".rstrip(),
+                        flush=True,
+                    )
+    results.sort(key=lambda r: r.case.seed)
+    return results
 
 
 def main(argv: list[str]) -> int:
@@ -327,10 +402,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=16)
     parser.add_argument("--show", type=int, default=3, help="failures to print in full")
     parser.add_argument("--shrink", action="store_true", help="shrink each failure shown")
+    parser.add_argument(
+        "--progress", type=int, default=0, metavar="N", help="print a line every N cases"
+    )
     args = parser.parse_args(argv)
     version = transcript.protocol_version("beanstalkd")
     started = time.monotonic()
-    results = run_many(args.seed, args.cases, version, args.jobs)
+    results = run_many(args.seed, args.cases, version, args.jobs, progress=args.progress)
     failed = [r for r in results if r.difference]
     for r in failed[: args.show]:
         print(report(shrink(r.case, version) if args.shrink else r, version), end="\n\n")

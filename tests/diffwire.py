@@ -53,11 +53,12 @@ class Conn:
         self.events: list[Event] = []
         self.eof = False
         self.hung_up = False
+        self.closed = False
         self.step = -1
 
     def send(self, data: bytes) -> None:
         """Send; a server that already closed the connection is not an error here."""
-        if self.eof or self.hung_up:
+        if self.eof or self.hung_up or self.closed:
             return
         with contextlib.suppress(OSError):
             self.sock.settimeout(5)
@@ -71,11 +72,15 @@ class Conn:
             self.sock.shutdown(socket.SHUT_WR)
 
     def close(self) -> None:
+        """Close the socket (what arrived before is kept; nothing is read after)."""
+        if not self.closed:
+            self.drain()
+            self.closed = True
         self.sock.close()
 
     def _fill(self, timeout: float) -> bool:
         """One receive, waiting up to ``timeout``; False if nothing came."""
-        if self.eof:
+        if self.eof or self.closed:
             return False
         self.sock.settimeout(timeout if timeout > 0 else 0.0)
         try:

@@ -83,6 +83,8 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "tls_cert",
         "tls_key",
         "tls_client_ca",
+        "max_connections",
+        "max_memory",
     ]
 
 
@@ -95,6 +97,8 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         ("segment_size", "-s/--segment-size"),
         ("skip_corrupt", "--skip-corrupt"),
         ("unix_mode", "--unix-mode"),
+        ("max_connections", "--max-connections"),
+        ("max_memory", "--max-memory"),
     ],
 )
 def test_log_settings_use_beanstalkds_flags(name: str, expected: str) -> None:

@@ -62,6 +62,15 @@ def test_cases_are_repeatable_and_varied() -> None:
         assert needle in sent, needle
 
 
+def test_cases_cover_waiting_connections() -> None:
+    """Commands queued behind a reserve, hang-ups and closes, and connections of their
+    own tubes (so that several wait at once) all occur."""
+    steps = [s for i in range(200) for s in generate(SEED + i).steps]
+    notes = {s.note for s in steps}
+    assert {"queued behind reserve", "private waiter", "close", "hang-up"} <= notes
+    assert any(s.close for s in steps) and any(s.hangup for s in steps)
+
+
 def test_normal_form_tells_replies_apart() -> None:
     """The comparison ignores only what it must: a changed counter or a changed
     quoting is a difference; a pid, an age off by one, 1.12's bare names are not."""

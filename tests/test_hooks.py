@@ -223,3 +223,18 @@ def test_serve_refuses_a_hook_that_cannot_be_loaded(tmp_path: Path) -> None:
     stderr = "".join(child.stderr)
     assert "cannot import hook module 'no_such_module_here'" in stderr
     assert "Traceback" not in stderr
+
+
+def test_connection_refused_event_beyond_max_connections() -> None:
+    import socket
+
+    seen = Recorder()
+    with _server(max_connections=1) as srv:
+        srv.hook("connection-refused", seen)
+        with Client(srv.address) as first:
+            first.expect("use t", "USING t")  # served: it counts as open
+            with socket.create_connection(srv.address, timeout=TIMEOUT) as second:
+                assert second.recv(16) == b""  # closed at once
+            event = seen.next()
+    assert (event.kind, event.job_id) == ("connection-refused", None)
+    assert event.detail == "1 connections open (--max-connections 1)"

@@ -51,6 +51,8 @@ class ServerHandle:
         tls_cert: str | os.PathLike[str] | None = None,
         tls_key: str | os.PathLike[str] | None = None,
         tls_client_ca: str | os.PathLike[str] | None = None,
+        max_connections: int = 0,
+        max_memory: int = 0,
     ) -> ServerHandle:
         """Bind the listeners and start serving; return once every socket is bound.
 
@@ -72,6 +74,9 @@ class ServerHandle:
         ``tls_cert`` and ``tls_key`` (PEM files) serve the ``tls:`` entries of
         ``listen`` with TLS; with ``tls_client_ca`` only clients whose certificate
         that CA signed get in. Files that cannot be read or used raise ``OSError``.
+        ``max_connections`` (0: no limit) closes connections beyond that many at once;
+        ``max_memory`` (0: no limit) answers puts OUT_OF_MEMORY while the jobs take more
+        than that many bytes (bodies plus a fixed overhead per job).
         """
 
     @property
@@ -128,8 +133,8 @@ class ServerHandle:
     def stats(self) -> dict[str, _StatValue]:
         """The values of the ``stats`` command, keyed as on the wire; with a log also
         ``log-failing`` (writes or fsyncs failing now) and ``log-errors`` (seen so far);
-        with TLS also ``tls-failed-handshakes``."""
-
+        with TLS also ``tls-failed-handshakes``; always ``connections-refused`` (by
+        ``max_connections``) and ``job-bytes`` (what ``max_memory`` bounds)."""
 
 _EventTuple = tuple[str, int | None, str | None, int | None, float, str | None]
 

@@ -61,6 +61,8 @@ _SETTINGS = (
     "tls_cert",
     "tls_key",
     "tls_client_ca",
+    "max_connections",
+    "max_memory",
 )
 
 
@@ -125,8 +127,9 @@ and STOPPING=1 when stopping (Type=notify).
 Precedence: flag > BEANPOLE_* environment variable > --config file > default.
 The TOML file holds the settings under [beanpole] (or at the top level) with
 the field names: listen, port, unix_mode, max_job_size, user, verbose, threads,
-binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt, tls_cert,
-tls_key, tls_client_ca.
+binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt, hooks, hook_queue,
+log_format, http, metrics_max_tubes, tls_cert, tls_key, tls_client_ca,
+max_connections, max_memory.
 
 \b
 Write-ahead log: with -b DIR every change to the jobs is logged in DIR and
@@ -197,6 +200,8 @@ clients with a certificate signed by that CA.
 @click.option("--tls-cert", metavar="FILE", help=_help("tls_cert"))
 @click.option("--tls-key", metavar="FILE", help=_help("tls_key"))
 @click.option("--tls-client-ca", metavar="FILE", help=_help("tls_client_ca"))
+@click.option("--max-connections", type=int, metavar="N", help=_help("max_connections"))
+@click.option("--max-memory", type=int, metavar="BYTES", help=_help("max_memory"))
 @click.pass_context
 def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> None:
     """Run a server until SIGTERM or SIGINT."""

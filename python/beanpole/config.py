@@ -105,6 +105,8 @@ class ConfigChanges(TypedDict, total=False):
     tls_cert: str | None
     tls_key: str | None
     tls_client_ca: str | None
+    max_connections: int
+    max_memory: int
 
 
 def _setting(default: _T, *, flag: str, doc: str) -> _T:
@@ -226,6 +228,18 @@ class Config:
         doc="CA certificates (PEM): only TLS clients with a certificate they signed "
         "get in (mutual TLS).",
     )
+    max_connections: int = _setting(
+        0,
+        flag="--max-connections",
+        doc="Serve at most this many connections at once; more are closed at once "
+        "(and counted). 0 means no limit.",
+    )
+    max_memory: int = _setting(
+        0,
+        flag="--max-memory",
+        doc="Bytes the jobs may take (bodies plus a fixed overhead each); beyond it puts "
+        "are answered OUT_OF_MEMORY until deletes make room. 0 means no limit.",
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "listen", _check_listen(self.listen))
@@ -265,6 +279,8 @@ class Config:
                 object.__setattr__(self, name, os.fspath(getattr(self, name)))
             _check_file(name, getattr(self, name))
         _check_tls(self)
+        _check_int("max_connections", self.max_connections, low=0, high=_INT64_MAX)
+        _check_int("max_memory", self.max_memory, low=0, high=_INT64_MAX)
 
     # -- building -----------------------------------------------------------------------
 
@@ -615,6 +631,8 @@ _ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "tls_cert": _parse_str,
     "tls_key": _parse_str,
     "tls_client_ca": _parse_str,
+    "max_connections": _parse_int,
+    "max_memory": _parse_int,
 }
 
 

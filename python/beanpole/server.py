@@ -101,6 +101,8 @@ class Server:
                 raise ServerError(f"this server is already running on {self._describe()}")
             cfg = self._config
             account = _lookup_user(cfg.user) if cfg.user is not None else None
+            if account is not None and cfg.binlog_dir is not None:
+                _check_log_dir_for(account, cfg.binlog_dir)
             try:
                 handle = _start_native(cfg, self._listen_fds)
             finally:
@@ -531,6 +533,8 @@ def _start_native(cfg: Config, listen_fds: tuple[int, ...] = ()) -> ServerHandle
         tls_cert=cfg.tls_cert,
         tls_key=cfg.tls_key,
         tls_client_ca=cfg.tls_client_ca,
+        max_connections=cfg.max_connections,
+        max_memory=cfg.max_memory,
     )
 
 
@@ -545,6 +549,29 @@ def _lookup_user(name: str) -> pwd.struct_passwd:
         return pwd.getpwnam(name)
     except KeyError:
         raise ServerError(f"cannot become user {name!r}: no such user") from None
+
+
+def _check_log_dir_for(account: pwd.struct_passwd, binlog_dir: str) -> None:
+    """The log is opened before the switch of user, but its later files are made after
+    it: refuse to start when ``account`` could not make them. Checked with the user's
+    ids as the effective ones (root only; otherwise the switch itself fails later)."""
+    if os.geteuid() != 0 or account.pw_uid == 0:
+        return
+    path = os.path.abspath(binlog_dir)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    os.setegid(account.pw_gid)
+    os.seteuid(account.pw_uid)
+    try:
+        allowed = os.access(path, os.W_OK | os.X_OK, effective_ids=True)
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+    if not allowed:
+        raise ServerError(
+            f"user {account.pw_name!r} cannot write the log directory {binlog_dir} "
+            "(or a directory on its path)"
+        )
 
 
 def _become(account: pwd.struct_passwd) -> None:

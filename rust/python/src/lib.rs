@@ -79,6 +79,7 @@ impl PyServerHandle {
         segment_size = 10485760, skip_corrupt = false,
         unix_mode = None, listen_fds = None,
         tls_cert = None, tls_key = None, tls_client_ca = None,
+        max_connections = 0, max_memory = 0,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn start(
@@ -98,7 +99,17 @@ impl PyServerHandle {
         tls_cert: Option<std::path::PathBuf>,
         tls_key: Option<std::path::PathBuf>,
         tls_client_ca: Option<std::path::PathBuf>,
+        max_connections: i64,
+        max_memory: i64,
     ) -> PyResult<PyServerHandle> {
+        let max_connections = usize::try_from(max_connections).map_err(|_| {
+            PyValueError::new_err(format!(
+                "max connections {max_connections} must be 0 or more"
+            ))
+        })?;
+        let max_memory = u64::try_from(max_memory).map_err(|_| {
+            PyValueError::new_err(format!("max memory {max_memory} must be 0 or more"))
+        })?;
         let port = u16::try_from(port)
             .map_err(|_| PyValueError::new_err(format!("port {port} is not in 0..=65535")))?;
         let max_job_size = u32::try_from(max_job_size).map_err(|_| {
@@ -169,6 +180,8 @@ impl PyServerHandle {
                     ))
                 }
             },
+            max_connections,
+            max_memory,
         };
         let handle = py
             .detach(|| ServerHandle::start(config))
@@ -320,6 +333,13 @@ impl PyServerHandle {
         }
         if let Some(Some(failed)) = self.with(ServerHandle::tls_failed_handshakes) {
             dict.set_item("tls-failed-handshakes", failed)?;
+        }
+        // Nor are the limits' figures: connections refused by --max-connections, and
+        // the bytes the jobs take as --max-memory counts them.
+        if let Some((refused, job_bytes)) = self.with(|h| (h.connections_refused(), h.job_bytes()))
+        {
+            dict.set_item("connections-refused", refused)?;
+            dict.set_item("job-bytes", job_bytes)?;
         }
         Ok(dict)
     }

@@ -75,6 +75,14 @@ struct Conn {
     max_job_size: u32,
     waiting: bool,
     eof: bool,
+    /// The client has shut down its sending side (its input may still be queued).
+    /// From then on every reply is written before the next command is applied, as
+    /// beanstalkd does: a client that closed its socket makes that write fail, and
+    /// the commands it left behind are never applied.
+    closing: bool,
+    /// A wait for the hang-up forgot the socket's readiness while input was queued:
+    /// read without asking the readiness until the queue is found empty.
+    unready: bool,
     /// Log position this batch's replies wait for.
     log_wait: Option<u64>,
     /// The log's acknowledged position (None without a log).
@@ -106,6 +114,8 @@ pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
         max_job_size,
         waiting: false,
         eof: false,
+        closing: false,
+        unready: false,
         log_wait: None,
         log_acked: shared.log_pipe.as_ref().map(|p| p.subscribe()),
     };
@@ -178,35 +188,53 @@ impl Conn {
                     // Keep reading (up to a bound) to notice a hang-up; beyond the
                     // bound, watch for the hang-up without reading.
                     let want = WAIT_READ_LIMIT.saturating_sub(self.input.len());
-                    let target = if want > 0 {
-                        Target::Input {
+                    let woken = if want > 0 {
+                        let target = Target::Input {
                             buf: &mut self.input,
                             want,
-                        }
+                        };
+                        read(sock, signal, target, &mut self.unready).await?
                     } else {
-                        Target::HangUp
+                        self.unready = true;
+                        input::wait(sock, signal, Target::HangUp).await?
                     };
-                    match input::wait(sock, signal, target).await? {
+                    match woken {
                         Woken::Signal if shared.stopping() => return Ok(()),
                         Woken::Signal => self.collect_delivery(shared),
-                        Woken::Read { eof } => self.eof |= eof,
+                        Woken::Read { eof } => {
+                            self.eof |= eof;
+                            self.closing |= eof;
+                        }
                         // The input before the hang-up is read and applied afterwards.
-                        Woken::HangUp => self.abandon_wait(shared),
+                        Woken::HangUp => {
+                            self.closing = true;
+                            self.abandon_wait(shared);
+                        }
                     }
                 }
                 Flow::More => {
+                    let pending = self.pending_input_is_complete_command();
                     if self.eof {
+                        if pending {
+                            continue;
+                        }
                         return Ok(());
                     }
-                    if self.out.is_empty() && self.pending_input_is_complete_command() {
+                    if self.out.is_empty() && pending {
                         continue;
                     }
                     // With no input pending the wait holds no buffer (see input::wait).
-                    match input::wait(sock, signal, self.read_target()).await? {
+                    let mut unready = std::mem::take(&mut self.unready);
+                    let woken = read(sock, signal, self.read_target(), &mut unready).await?;
+                    self.unready = unready;
+                    match woken {
                         Woken::Signal if shared.stopping() => return Ok(()),
                         // A wakeup left from an earlier reserve: nothing to do.
                         Woken::Signal | Woken::HangUp => {}
-                        Woken::Read { eof } => self.eof |= eof,
+                        Woken::Read { eof } => {
+                            self.eof |= eof;
+                            self.closing |= eof;
+                        }
                     }
                 }
             }
@@ -283,7 +311,7 @@ impl Conn {
     fn apply(&mut self, shared: &Shared) -> Flow {
         let mut guard = None;
         let flow = loop {
-            if self.out.len() >= OUT_HIGH_WATER {
+            if self.out.len() >= OUT_HIGH_WATER || (self.closing && !self.out.is_empty()) {
                 break Flow::More;
             }
             match self.framing {
@@ -487,6 +515,33 @@ impl Conn {
             Command::Quit => return Flow::Quit,
         }
         Flow::More
+    }
+}
+
+/// The next input (or the signal) into `target`. With `unready` set, input queued
+/// while a wait for the hang-up had forgotten the socket's readiness is read first,
+/// without waiting for a readiness event that will not come; `unready` stays set
+/// until such a read finds nothing queued.
+async fn read<S: Socket>(
+    sock: &mut S,
+    signal: &ConnSignal,
+    mut target: Target<'_>,
+    unready: &mut bool,
+) -> io::Result<Woken> {
+    if *unready {
+        if let Some(woken) = input::read_unready(sock, reborrow(&mut target))? {
+            return Ok(woken);
+        }
+        *unready = false;
+    }
+    input::wait(sock, signal, target).await
+}
+
+fn reborrow<'a>(target: &'a mut Target<'_>) -> Target<'a> {
+    match target {
+        Target::Input { buf, want } => Target::Input { buf, want: *want },
+        Target::Own(buf) => Target::Own(buf),
+        Target::HangUp => Target::HangUp,
     }
 }
 

@@ -40,6 +40,11 @@ pub struct ServerConfig {
     /// Certificate and key of the `tls:` listeners (and the CA of client
     /// certificates, for mutual TLS); needed when one of `listen` is TLS.
     pub tls: Option<TlsFiles>,
+    /// `--max-connections`: more are closed at once; 0 means no limit.
+    pub max_connections: usize,
+    /// `--max-memory`: bytes the jobs may take before puts get OUT_OF_MEMORY; 0
+    /// means no limit.
+    pub max_memory: u64,
 }
 
 impl Default for ServerConfig {
@@ -53,6 +58,8 @@ impl Default for ServerConfig {
             threads: 0,
             log: None,
             tls: None,
+            max_connections: 0,
+            max_memory: 0,
         }
     }
 }
@@ -238,7 +245,14 @@ impl ServerHandle {
         let listeners = bound.listeners;
         let mut shared = Shared::new(config.max_job_size, config.verbose, log.as_mut());
         shared.tls = tls;
+        shared.limits.set_max_connections(config.max_connections);
+        shared.lock().set_max_memory(config.max_memory);
         let shared = Arc::new(shared);
+        if let Err(e) = super::limits::raise_fd_limit() {
+            shared.events.log(crate::events::level::WARNING, || {
+                format!("cannot raise the open files limit: {e}")
+            });
+        }
         let (tx, rx) = oneshot::channel::<()>();
         let done = Arc::new(Done::default());
         let task_done = Arc::clone(&done);
@@ -312,6 +326,16 @@ impl ServerHandle {
             t.failed_handshakes
                 .load(std::sync::atomic::Ordering::Relaxed)
         })
+    }
+
+    /// Connections closed at once because `--max-connections` were open.
+    pub fn connections_refused(&self) -> u64 {
+        self.shared.limits.refused()
+    }
+
+    /// The bytes the jobs take, as `--max-memory` counts them.
+    pub fn job_bytes(&self) -> u64 {
+        self.shared.lock().job_bytes()
     }
 
     /// The `stats` values, as ordered pairs.

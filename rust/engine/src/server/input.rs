@@ -9,6 +9,7 @@
 
 use std::future::{poll_fn, Future};
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::pin;
 use std::task::{ready, Context, Poll};
@@ -41,6 +42,10 @@ pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     fn poll_goodbye(&mut self, _cx: &mut Context<'_>) -> Poll<()> {
         Poll::Ready(())
     }
+    /// Read what is queued now, without asking the socket's readiness first: after
+    /// [`Socket::poll_hang_up`] has forgotten a readiness, input queued before it
+    /// raises no new event. `WouldBlock` when nothing is queued.
+    fn read_queued(&mut self, dst: &mut [MaybeUninit<u8>]) -> io::Result<usize>;
 }
 
 macro_rules! socket_impl {
@@ -64,6 +69,10 @@ macro_rules! socket_impl {
                     }
                 }
             }
+
+            fn read_queued(&mut self, dst: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+                read_queued(self.as_raw_fd(), dst)
+            }
         }
     };
 }
@@ -86,6 +95,14 @@ fn peer_shut_down(fd: RawFd) -> io::Result<bool> {
         return Err(io::Error::last_os_error());
     }
     Ok(p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0)
+}
+
+/// One non-blocking read of `fd` into `dst`.
+pub(super) fn read_queued(fd: RawFd, dst: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+    // SAFETY: `dst` is valid for writes of its length for the duration of the call;
+    // MSG_DONTWAIT makes the call return at once.
+    let n = unsafe { libc::recv(fd, dst.as_mut_ptr().cast(), dst.len(), libc::MSG_DONTWAIT) };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
 /// Without POLLRDHUP a hang-up is only seen once the input before it is read.
@@ -155,6 +172,49 @@ pub fn wait<'a, S: Socket>(
         // the read future loses nothing (it takes bytes only when it completes).
         polled.map(|r| r.map(|eof| Woken::Read { eof }))
     })
+}
+
+/// Read what the socket has queued into `target` without waiting for (or trusting)
+/// its readiness; `None` when nothing is queued (or the target reads nothing). Used
+/// after a wait for the hang-up, which forgets readiness while input is queued.
+pub fn read_unready<S: Socket>(sock: &mut S, target: Target<'_>) -> io::Result<Option<Woken>> {
+    let (buf, want) = match target {
+        Target::HangUp => return Ok(None),
+        Target::Own(buf) => {
+            let want = buf.capacity() - buf.len();
+            (buf, want)
+        }
+        Target::Input { buf, want } => {
+            if buf.capacity() == 0 {
+                *buf = spare::take();
+            }
+            if buf.capacity() - buf.len() < MIN_ROOM.min(want) {
+                buf.reserve(READ_CHUNK.min(want));
+            }
+            (buf, want)
+        }
+    };
+    let room = buf.spare_capacity_mut();
+    let take = want.min(room.len());
+    if take == 0 {
+        return Ok(None);
+    }
+    let result = sock.read_queued(&mut room[..take]);
+    let woken = match result {
+        Ok(0) => Some(Woken::Read { eof: true }),
+        Ok(n) => {
+            // SAFETY: the read initialised the first `n` bytes of the spare room.
+            unsafe { buf.set_len(buf.len() + n) };
+            Some(Woken::Read { eof: false })
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Some(Woken::Read { eof: true }),
+        Err(e) => return Err(e),
+    };
+    if buf.is_empty() && woken.is_none() {
+        spare::give(buf);
+    }
+    Ok(woken)
 }
 
 /// Read once into `buf`'s spare room, taking at most `want` (> 0) bytes. True when

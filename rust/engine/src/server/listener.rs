@@ -238,6 +238,14 @@ pub async fn accept_loop(listener: Listener, shared: &Arc<Shared>, shutdown: imp
             _ = &mut shutdown => break,
             accepted = accept(&listener) => accepted,
         };
+        if accepted.is_ok()
+            && shared
+                .limits
+                .refuse(shared.live.count.load(Ordering::Acquire), &shared.events)
+        {
+            // Over --max-connections: the socket is closed as it is dropped.
+            continue;
+        }
         match accepted {
             Ok(Accepted::Tcp(stream)) => {
                 if !NODELAY_INHERITED {

@@ -12,6 +12,7 @@ mod conn;
 mod engine;
 mod handle;
 mod input;
+mod limits;
 mod listener;
 mod out;
 mod signal;
@@ -66,6 +67,8 @@ pub struct Shared {
     pub(crate) events: Arc<EventHub>,
     /// The certificates of the `tls:` listeners, when the server has any.
     tls: Option<Arc<tls::Tls>>,
+    /// `--max-connections` and the connections it refused.
+    limits: limits::Limits,
 }
 
 /// Process facts that never change while the server runs.
@@ -115,6 +118,7 @@ impl Shared {
             log_pipe,
             events,
             tls: None,
+            limits: limits::Limits::default(),
         }
     }
 

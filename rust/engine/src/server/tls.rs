@@ -8,6 +8,8 @@
 //! changes nothing.
 
 use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -188,6 +190,31 @@ impl Socket for TlsStream {
         self.get_ref().0.poll_hang_up(cx)
     }
 
+    /// Decrypted input: what the session already holds, else what the TCP socket has
+    /// queued (read without its readiness, which a wait for the hang-up forgot), fed
+    /// to the session. `WouldBlock` until a whole record is in.
+    fn read_queued(&mut self, dst: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+        use std::io::Read;
+        let (tcp, session) = self.get_mut();
+        let mut plain = vec![0u8; dst.len()];
+        match session.reader().read(&mut plain) {
+            Ok(n) => return Ok(copy_init(dst, &plain[..n])),
+            Err(e) if e.kind() != io::ErrorKind::WouldBlock => return Err(e),
+            Err(_) => {}
+        }
+        let mut raw = [MaybeUninit::<u8>::uninit(); 16 * 1024];
+        let n = super::input::read_queued(tcp.as_raw_fd(), &mut raw)?;
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: the read initialised the first `n` bytes.
+        let raw: &[u8] = unsafe { std::slice::from_raw_parts(raw.as_ptr().cast(), n) };
+        session.read_tls(&mut &raw[..])?;
+        session.process_new_packets().map_err(io::Error::other)?;
+        let n = session.reader().read(&mut plain)?;
+        Ok(copy_init(dst, &plain[..n]))
+    }
+
     /// Send close_notify, so the client sees a clean end rather than a truncation;
     /// if the socket cannot take it at once, the connection is closed without it.
     fn poll_goodbye(&mut self, cx: &mut Context<'_>) -> Poll<()> {
@@ -196,6 +223,15 @@ impl Socket for TlsStream {
         let _ = std::pin::Pin::new(self).poll_flush(cx);
         Poll::Ready(())
     }
+}
+
+/// Copy `src` into the start of `dst`; the number of bytes copied.
+fn copy_init(dst: &mut [MaybeUninit<u8>], src: &[u8]) -> usize {
+    let n = src.len().min(dst.len());
+    for (d, s) in dst.iter_mut().zip(&src[..n]) {
+        d.write(*s);
+    }
+    n
 }
 
 #[cfg(test)]

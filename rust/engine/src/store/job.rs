@@ -95,6 +95,16 @@ impl Default for JobCounters {
     }
 }
 
+/// What a job costs beside its body, counted against `--max-memory`: its 64-byte
+/// slot, its id index entry, its place in a heap or list, a timer, and the body's
+/// allocation header, rounded up.
+pub const JOB_OVERHEAD: u64 = 128;
+
+/// What `job` counts against `--max-memory`.
+pub fn job_cost(body_len: usize) -> u64 {
+    body_len as u64 + JOB_OVERHEAD
+}
+
 /// All live jobs.
 #[derive(Debug, Default)]
 pub struct JobTable {
@@ -103,6 +113,8 @@ pub struct JobTable {
     index: IdIndex,
     /// The counters of jobs that have any (see [`JobCounters`]), by slot.
     counters: SlotMap<JobCounters>,
+    /// The live jobs' bodies (CRLF included) plus [`JOB_OVERHEAD`] each.
+    bytes: u64,
 }
 
 impl JobTable {
@@ -126,8 +138,14 @@ impl JobTable {
         self.index.get(id)
     }
 
+    /// The live jobs' bodies plus [`JOB_OVERHEAD`] each: what `--max-memory` bounds.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
     pub fn insert(&mut self, job: Job) -> u32 {
         let id = job.id;
+        self.bytes += job_cost(job.body.len());
         let slot = match self.free.pop() {
             Some(slot) => {
                 self.slots[slot as usize] = Some(job);
@@ -144,6 +162,7 @@ impl JobTable {
 
     pub fn remove(&mut self, slot: u32) -> Option<Job> {
         let job = self.slots.get_mut(slot as usize)?.take()?;
+        self.bytes -= job_cost(job.body.len());
         self.index.remove(job.id);
         self.counters.remove(&slot);
         self.free.push(slot);
@@ -219,6 +238,13 @@ impl JobTable {
         }
         if let Some(slot) = self.counters.keys().find(|&&s| self.get(s).is_none()) {
             return Err(format!("counters kept for the empty slot {slot}"));
+        }
+        let bytes: u64 = self.iter().map(|(_, j)| job_cost(j.body.len())).sum();
+        if bytes != self.bytes {
+            return Err(format!(
+                "jobs counted at {} bytes, {bytes} in slots",
+                self.bytes
+            ));
         }
         if self.index.mostly_holes() {
             return Err("the id index keeps mostly empty pages".into());

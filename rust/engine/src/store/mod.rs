@@ -13,7 +13,7 @@ mod body;
 mod check;
 mod conn;
 mod heap;
-mod job;
+pub(crate) mod job;
 mod journal;
 mod log;
 mod ops;
@@ -75,8 +75,9 @@ pub enum PutRefused {
     /// The server is draining: DRAINING.
     #[error("DRAINING")]
     Draining,
-    /// The log cannot guarantee space for the job (full disk, failing writes):
-    /// OUT_OF_MEMORY, and nothing changes.
+    /// The log cannot guarantee space for the job (full disk, failing writes), or
+    /// the jobs would take more than `--max-memory`: OUT_OF_MEMORY, and nothing
+    /// changes.
     #[error("OUT_OF_MEMORY")]
     NoSpace,
 }
@@ -118,6 +119,9 @@ pub struct Store {
     counts: Counts,
     max_job_size: u32,
     draining: bool,
+    /// `--max-memory`: the most bytes the jobs may take (see [`job::job_cost`]); 0
+    /// means no limit.
+    max_memory: u64,
     wakeups: Vec<Arc<dyn Wakeup>>,
     /// Waiting connections that watch more than [`conn::WIDE`] tubes, oldest first:
     /// (connection, wait sequence).
@@ -158,6 +162,7 @@ impl Store {
             counts: Counts::default(),
             max_job_size,
             draining: false,
+            max_memory: 0,
             wakeups: Vec::new(),
             wide_waiters: Vec::new(),
             ready_tubes: Vec::new(),
@@ -201,6 +206,17 @@ impl Store {
 
     pub fn draining(&self) -> bool {
         self.draining
+    }
+
+    /// `--max-memory`: beyond `bytes` taken by jobs (bodies plus a fixed overhead
+    /// each), puts are answered OUT_OF_MEMORY; 0 means no limit.
+    pub fn set_max_memory(&mut self, bytes: u64) {
+        self.max_memory = bytes;
+    }
+
+    /// The bytes the live jobs take, as `--max-memory` counts them.
+    pub fn job_bytes(&self) -> u64 {
+        self.jobs.bytes()
     }
 
     /// Enter drain mode: from now on every put is answered DRAINING.

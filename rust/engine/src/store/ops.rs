@@ -123,6 +123,11 @@ impl Store {
         let Some(tube) = self.conn(conn).map(|c| c.use_tube) else {
             return Err(PutRefused::Draining);
         };
+        if self.max_memory > 0
+            && self.jobs.bytes() + super::job::job_cost(body.len()) > self.max_memory
+        {
+            return Err(PutRefused::NoSpace);
+        }
         self.admit_put(tube, body.len().saturating_sub(2))?;
         let t = self.tubes.get_mut(tube);
         t.jobs_ct += 1;

@@ -230,3 +230,32 @@ fn bury_order_and_counters() {
     assert_eq!(st.kick(c, 1, 0), 1);
     assert_eq!(st.peek_buried(c).map(|(i, _)| i), Some(ids[2]));
 }
+
+// ----- max memory ---------------------------------------------------------------
+
+#[test]
+fn max_memory_refuses_puts_until_a_delete_makes_room() {
+    use crate::store::job::JOB_OVERHEAD;
+    let mut st = store();
+    let c = conn(&mut st);
+    // body_of(id) is "job N\r\n": 7 bytes for ids below 10.
+    let cost = 7 + JOB_OVERHEAD;
+    st.set_max_memory(3 * cost);
+    let ids: Vec<u64> = (0..3).map(|_| put(&mut st, c, 0, 0, 60, 0)).collect();
+    assert_eq!(st.job_bytes(), 3 * cost);
+    let refused = st.begin_put(c);
+    assert_eq!(
+        st.put(c, refused, 0, 0, 60, body_of(refused), 0),
+        Err(PutRefused::NoSpace)
+    );
+    ok(&st);
+    assert!(st.delete(c, ids[0]));
+    assert_eq!(st.job_bytes(), 2 * cost);
+    let again = st.begin_put(c);
+    assert_eq!(st.put(c, again, 0, 0, 60, body_of(again), 0), Ok(again));
+    ok(&st);
+    // No limit: anything goes.
+    st.set_max_memory(0);
+    put(&mut st, c, 0, 0, 60, 0);
+    assert_eq!(st.job_bytes(), 4 * cost);
+}
