@@ -15,6 +15,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Default capacity of the event queue (`--hook-queue`).
 pub const DEFAULT_QUEUE: usize = 65_536;
 
+/// How long the consumer waits for more events after taking a short batch: the
+/// most a hook's call is delayed by batching.
+const LINGER: Duration = Duration::from_millis(2);
+
 macro_rules! kinds {
     ($($variant:ident => $name:literal,)*) => {
         /// What happened. The names are the hook kinds users register for.
@@ -254,13 +258,26 @@ impl EventStream {
         };
         let mut batch = Vec::with_capacity(max.clamp(1, 1024));
         batch.push(first);
-        while batch.len() < max {
-            match rx.try_recv() {
-                Ok(e) => batch.push(e),
-                Err(_) => break,
-            }
+        drain_into(&rx, &mut batch, max);
+        if batch.len() < max {
+            // A short batch means the consumer keeps up; waiting a moment lets
+            // events gather so that it wakes a few hundred times a second at most,
+            // not once per event (each wake is a system call on the producer's side,
+            // made under the store lock).
+            std::thread::sleep(LINGER);
+            drain_into(&rx, &mut batch, max);
         }
         Batch::Events(batch)
+    }
+}
+
+/// Take what is queued, without waiting, until `batch` holds `max` events.
+fn drain_into(rx: &Receiver<Event>, batch: &mut Vec<Event>, max: usize) {
+    while batch.len() < max {
+        match rx.try_recv() {
+            Ok(e) => batch.push(e),
+            Err(_) => break,
+        }
     }
 }
 
