@@ -60,6 +60,10 @@ def run_once(
             code, result, err = run_bench(bench, load, server)
         finally:
             server.stop()
+        # Hooks that fell behind: the server logs what its full event queue dropped.
+        for line in server.log:
+            if "events dropped" in line:
+                print(f"  {line}", flush=True)
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)

@@ -50,6 +50,9 @@ class Server:
     proc: subprocess.Popen[str]
     port: int
     log: deque[str] = field(default_factory=lambda: deque(maxlen=50))
+    # The thread reading the server's stderr into `log`; joined by `stop`, so the log
+    # holds the server's last lines once it has stopped.
+    reader: threading.Thread | None = None
 
     @property
     def pid(self) -> int:
@@ -86,6 +89,8 @@ class Server:
                 self.log.append("did not stop within 10 s of SIGTERM; killed")
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+        if self.reader is not None:
+            self.reader.join(timeout=5)
 
 
 def _drain(stream: Any, lines: queue.Queue[str | None], log: deque[str]) -> None:
@@ -107,7 +112,8 @@ def start_beanpole(extra: Sequence[str]) -> Server:
     log: deque[str] = deque(maxlen=50)
     lines: queue.Queue[str | None] = queue.Queue()
     # Read stderr on a thread for the whole run, so the server can never block on it.
-    threading.Thread(target=_drain, args=(proc.stderr, lines, log), daemon=True).start()
+    reader = threading.Thread(target=_drain, args=(proc.stderr, lines, log), daemon=True)
+    reader.start()
     deadline = time.monotonic() + READY_TIMEOUT
     while True:
         left = deadline - time.monotonic()
@@ -122,7 +128,7 @@ def start_beanpole(extra: Sequence[str]) -> Server:
             raise RuntimeError("beanpole did not report listening: " + " | ".join(log))
         m = LISTENING.search(line)
         if m:
-            return Server(A, proc, int(m.group(2)), log)
+            return Server(A, proc, int(m.group(2)), log, reader)
 
 
 def start_beanstalkd(extra: Sequence[str], nofile: int) -> Server:
@@ -166,8 +172,9 @@ def start_beanstalkd(extra: Sequence[str], nofile: int) -> Server:
         lsock.close()
     log: deque[str] = deque(maxlen=50)
     lines: queue.Queue[str | None] = queue.Queue()
-    threading.Thread(target=_drain, args=(proc.stderr, lines, log), daemon=True).start()
-    return Server(B, proc, port, log)
+    reader = threading.Thread(target=_drain, args=(proc.stderr, lines, log), daemon=True)
+    reader.start()
+    return Server(B, proc, port, log, reader)
 
 
 def start_server(kind: str, extra: Sequence[str], nofile: int) -> Server:

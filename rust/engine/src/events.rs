@@ -19,6 +19,10 @@ pub const DEFAULT_QUEUE: usize = 65_536;
 /// most a hook's call is delayed by batching.
 const LINGER: Duration = Duration::from_millis(2);
 
+/// The smallest queue that lingers: a queue must hold a few milliseconds of events at
+/// the busiest server's rate (hundreds of thousands a second) to wait that long.
+const LINGER_MIN_QUEUE: usize = 4096;
+
 macro_rules! kinds {
     ($($variant:ident => $name:literal,)*) => {
         /// What happened. The names are the hook kinds users register for.
@@ -195,7 +199,10 @@ impl EventHub {
     pub fn subscribe(&self, capacity: usize) -> EventStream {
         let (tx, rx) = mpsc::sync_channel(capacity.max(1));
         *self.tx.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
-        EventStream { rx: Mutex::new(rx) }
+        EventStream {
+            rx: Mutex::new(rx),
+            linger: capacity >= LINGER_MIN_QUEUE,
+        }
     }
 
     /// Produce events of exactly these kinds from now on.
@@ -231,6 +238,9 @@ pub struct EventStream {
     /// A mutex because the std receiver is not `Sync` and the stream is shared with
     /// a host that may call from several threads; only one thread receives at a time.
     rx: Mutex<Receiver<Event>>,
+    /// Whether to wait [`LINGER`] after a short batch (not with a small queue, which
+    /// such a wait could fill).
+    linger: bool,
 }
 
 /// What [`EventStream::next_batch`] found.
@@ -259,7 +269,7 @@ impl EventStream {
         let mut batch = Vec::with_capacity(max.clamp(1, 1024));
         batch.push(first);
         drain_into(&rx, &mut batch, max);
-        if batch.len() < max {
+        if self.linger && batch.len() < max {
             // A short batch means the consumer keeps up; waiting a moment lets
             // events gather so that it wakes a few hundred times a second at most,
             // not once per event (each wake is a system call on the producer's side,
