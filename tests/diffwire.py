@@ -41,6 +41,9 @@ class Event:
     step: int  # index of the step after which it was read (-1: the final check)
     data: bytes  # the reply's bytes, or EOF
     whole: bool = True  # False: bytes that make no whole reply
+    # The server reset the connection (it closed with input unread). The kernel then
+    # drops what the client had not read yet, so the reply before it may be cut short.
+    reset: bool = False
 
 
 class Conn:
@@ -88,13 +91,13 @@ class Conn:
         except (BlockingIOError, TimeoutError):
             return False
         except ConnectionResetError:
-            chunk = b""
+            chunk = None
         if not chunk:
             self._split()
             if self.buf:
                 self.events.append(Event(self.step, bytes(self.buf), whole=False))
                 self.buf.clear()
-            self.events.append(Event(self.step, EOF))
+            self.events.append(Event(self.step, EOF, reset=chunk is None))
             self.eof = True
             return True
         self.buf += chunk

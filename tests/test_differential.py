@@ -95,3 +95,20 @@ def test_normal_form_tells_replies_apart() -> None:
     broken = Event(0, b"OK 99\r\n---\n\r\n")
     assert not same(broken, Event(0, b"OK 4\r\n---\n\r\n"))
     assert not same(Event(0, b"INSERTED 1\r\n"), Event(0, b"INSERTED 2\r\n"))
+
+
+def test_a_reply_cut_by_beanstalkds_reset_is_the_start_of_the_whole() -> None:
+    """A reply beanstalkd's reset cut short matches beanpole's whole reply only when it
+    is its start, and only when a reset (not an orderly close) followed it."""
+    whole = Event(1, b"RESERVED 1 5\r\nhello\r\n")
+    cut = Event(1, b"RESERVED 1 5\r\nhel", whole=False)
+    reset = Event(1, diffrun.EOF, reset=True)
+    closed = Event(1, diffrun.EOF)
+    assert diffrun.cut_by_reset([cut, reset], 0, whole)
+    assert not diffrun.cut_by_reset([cut, closed], 0, whole)
+    assert not diffrun.cut_by_reset(
+        [Event(1, b"RESERVED 1 5\r\nhex", whole=False), reset], 0, whole
+    )
+    assert not diffrun.cut_by_reset([cut, reset], 0, Event(1, b"RESERVED 1 5\r\nhel", whole=False))
+    assert diffrun.compare({0: [cut, reset]}, {0: [whole, closed]}, False, final=True) is None
+    assert diffrun.compare({0: [cut, closed]}, {0: [whole, closed]}, False, final=True)
