@@ -318,7 +318,7 @@ def test_tls_bench_runs_tiny() -> None:
     assert table[0].split()[:3] == ["load", "mode", "ops/s"]
     rows = [line.split() for line in table[1:]]
     assert [row[-1] for row in rows if "tls" in row]  # a ratio on every TLS row
-    assert len(rows) == 6
+    assert len(rows) == 8  # three generator loads and beanpole.Client, plain and TLS
 
 
 def _wait_for_stat(srv: beanpole.Server, key: str, want: int) -> None:
