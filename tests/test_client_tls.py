@@ -259,6 +259,9 @@ def test_cli_client_commands_take_tls_options(certs: Certs) -> None:
         result = runner.invoke(cli, ["stats", "-H", host, *tls, "--format", "json"])
         assert result.exit_code == 0, result.output
         assert '"current-jobs-ready": 1' in result.output
+        result = runner.invoke(cli, ["top", "--once", "-H", host, *tls])
+        assert result.exit_code == 0, result.output
+        assert "ready 1" in result.output
         # Without the client certificate: one line, exit 1, no traceback.
         result = runner.invoke(cli, ["put", "-H", host, "--tls-ca", str(certs.ca), "x"])
         assert result.exit_code == 1
