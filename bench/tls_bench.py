@@ -10,7 +10,9 @@ plain and TLS run by run, then the medians and the TLS/plain ratio.
 The certificates (a CA and a server certificate for 127.0.0.1) are made with ``openssl`` in a
 temporary directory. Every run gets a fresh server. Loads: puts with 100-byte bodies from
 ``--connections`` connections, pipelined (``--pipeline`` commands per write) and one at a
-time; and ``rt`` (a producer and a consumer at once, latency put -> RESERVED).
+time; and ``rt`` (a producer and a consumer at once, latency put -> RESERVED). Then
+``beanpole.Client`` itself: one ``put_many`` of ``--jobs`` 100-byte bodies from this
+process over one connection, plain and with ``tls=True`` (the native client's rustls).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +111,25 @@ def start_server(
             return proc, plain, tls
 
 
+#: The load run through ``beanpole.Client`` instead of the load generator.
+CLIENT_LOAD = "Client put_many"
+
+
+def client_run(port: int, ca: Path | None, jobs: int) -> dict[str, Any]:
+    """One ``put_many`` of ``jobs`` 100-byte bodies through ``beanpole.Client``, plain or
+    (with ``ca``) TLS; the same keys as a load generator result."""
+    import beanpole
+
+    bodies = [b"x" * 100] * jobs
+    tls: dict[str, Any] = {"tls": True, "ca": ca} if ca is not None else {}
+    with beanpole.Client(("127.0.0.1", port), encoding=None, timeout=30, **tls) as c:
+        started = time.perf_counter()
+        ids = c.put_many(bodies)
+        elapsed = time.perf_counter() - started
+    assert len(ids) == jobs
+    return {"ops_per_s": jobs / elapsed, "p50_us": None, "server_cpu_us_per_op": None}
+
+
 def loads(args: argparse.Namespace) -> dict[str, list[str]]:
     jobs = ["--jobs", str(args.jobs), "--body-size", "100"]
     conns = str(args.connections)
@@ -117,6 +139,7 @@ def loads(args: argparse.Namespace) -> dict[str, list[str]]:
         ],
         f"put c{conns} p1": ["put", "--connections", conns, "--pipeline", "1", *jobs],
         "rt 1+1 p1": ["rt", "--producers", "1", "--consumers", "1", *jobs],
+        CLIENT_LOAD: [],
     }  # fmt: skip
 
 
@@ -151,7 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         port = plain_port if mode == "plain" else tls_port
                         extra = ["--tls-ca", str(ca)] if mode == "tls" else []
                         server = Endpoint(port, proc.pid)
-                        code, result, err = run_bench(bench, [*load, *extra], server)  # type: ignore[arg-type]
+                        if name == CLIENT_LOAD:
+                            tls_ca = ca if mode == "tls" else None
+                            code, result, err = 0, client_run(port, tls_ca, args.jobs), ""
+                        else:
+                            code, result, err = run_bench(bench, [*load, *extra], server)  # type: ignore[arg-type]
                     finally:
                         proc.send_signal(signal.SIGTERM)
                         proc.wait(timeout=30)
@@ -160,22 +187,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                         return 1
                     results.setdefault((name, mode), []).append(result)
                     print(
-                        f"  {name:<14} {mode:<5} pair {pair + 1}: "
+                        f"  {name:<15} {mode:<5} pair {pair + 1}: "
                         f"{result['ops_per_s']:>10.0f} ops/s  p50 {result['p50_us']} us",
                         file=sys.stderr,
                     )
-    print(f"{'load':<14} {'mode':<5} {'ops/s':>10} {'p50 us':>8} {'srv us/op':>9} {'TLS/plain':>9}")
+    print(f"{'load':<15} {'mode':<5} {'ops/s':>10} {'p50 us':>8} {'srv us/op':>9} {'TLS/plain':>9}")
     for name in loads(args):
         medians = {}
         for mode in ("plain", "tls"):
             rs = results[(name, mode)]
             ops = statistics.median(r["ops_per_s"] for r in rs)
-            p50 = statistics.median(r["p50_us"] for r in rs)
+            p50s = [r["p50_us"] for r in rs if r["p50_us"] is not None]
+            p50_text = f"{statistics.median(p50s):>8.0f}" if p50s else f"{'-':>8}"
             cpu = [r["server_cpu_us_per_op"] for r in rs if r["server_cpu_us_per_op"] is not None]
             medians[mode] = ops
             ratio = f"{ops / medians['plain']:>9.2f}" if mode == "tls" else ""
             cpu_text = f"{statistics.median(cpu):>9.2f}" if cpu else f"{'-':>9}"
-            print(f"{name:<14} {mode:<5} {ops:>10.0f} {p50:>8.0f} {cpu_text} {ratio}")
+            print(f"{name:<15} {mode:<5} {ops:>10.0f} {p50_text} {cpu_text} {ratio}")
     return 0
 
 

@@ -12,7 +12,6 @@ import ssl
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from click.testing import CliRunner
 import beanpole
 from beanpole.cli import cli
 from servechild import TIMEOUT, ServeChild, command
+from tlscerts import Certs, make_certs
 
 pytestmark = [
     pytest.mark.skipif(
@@ -31,64 +31,9 @@ pytestmark = [
 ]
 
 
-@dataclass(frozen=True)
-class Certs:
-    dir: Path
-    ca: Path
-    other_ca: Path
-    server_cert: Path
-    server_key: Path
-    server2_cert: Path
-    server2_key: Path
-    client_cert: Path
-    client_key: Path
-    stranger_cert: Path
-    stranger_key: Path
-
-
-def _openssl(*args: str | Path) -> None:
-    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
-
-
-def _make_ca(d: Path, name: str) -> tuple[Path, Path]:
-    cert, key = d / f"{name}.pem", d / f"{name}.key"
-    _openssl(
-        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-        "-keyout", key, "-out", cert, "-days", "2", "-subj", f"/CN=beanpole test {name}",
-        "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-    )  # fmt: skip
-    return cert, key
-
-
-def _make_leaf(d: Path, name: str, ca: tuple[Path, Path], usage: str) -> tuple[Path, Path]:
-    cert, key, csr, ext = (d / f"{name}{s}" for s in (".pem", ".key", ".csr", ".ext"))
-    _openssl(
-        "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-        "-keyout", key, "-out", csr, "-subj", f"/CN={name}",
-    )  # fmt: skip
-    ext.write_text(
-        "basicConstraints=CA:FALSE\n"
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-        f"extendedKeyUsage={usage}\n"
-    )
-    _openssl(
-        "x509", "-req", "-in", csr, "-CA", ca[0], "-CAkey", ca[1], "-CAcreateserial",
-        "-out", cert, "-days", "2", "-extfile", ext,
-    )  # fmt: skip
-    return cert, key
-
-
 @pytest.fixture(scope="session")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    d = tmp_path_factory.mktemp("tls")
-    ca = _make_ca(d, "ca")
-    other = _make_ca(d, "other-ca")
-    server = _make_leaf(d, "server", ca, "serverAuth")
-    server2 = _make_leaf(d, "server2", ca, "serverAuth")
-    client = _make_leaf(d, "client", ca, "clientAuth")
-    stranger = _make_leaf(d, "stranger", other, "clientAuth")
-    return Certs(d, ca[0], other[0], *server, *server2, *client, *stranger)
+    return make_certs(tmp_path_factory.mktemp("tls"))
 
 
 def client_context(ca: Path, cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
@@ -373,7 +318,7 @@ def test_tls_bench_runs_tiny() -> None:
     assert table[0].split()[:3] == ["load", "mode", "ops/s"]
     rows = [line.split() for line in table[1:]]
     assert [row[-1] for row in rows if "tls" in row]  # a ratio on every TLS row
-    assert len(rows) == 6
+    assert len(rows) == 8  # three generator loads and beanpole.Client, plain and TLS
 
 
 def _wait_for_stat(srv: beanpole.Server, key: str, want: int) -> None:

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from beanpole.client_errors import OutOfMemoryError as OutOfMemoryError
     from beanpole.client_errors import ServerDownError as ServerDownError
     from beanpole.client_errors import TimedOutError as TimedOutError
+    from beanpole.client_errors import TLSConfigError as TLSConfigError
+    from beanpole.client_errors import TLSError as TLSError
     from beanpole.client_errors import UnknownCommandError as UnknownCommandError
     from beanpole.client_errors import UnknownResponseError as UnknownResponseError
     from beanpole.sharded import ShardedClient as ShardedClient
@@ -72,6 +74,8 @@ _LAZY = {
     "OutOfMemoryError": "beanpole.client_errors",
     "ServerDownError": "beanpole.client_errors",
     "TimedOutError": "beanpole.client_errors",
+    "TLSConfigError": "beanpole.client_errors",
+    "TLSError": "beanpole.client_errors",
     "UnknownCommandError": "beanpole.client_errors",
     "UnknownResponseError": "beanpole.client_errors",
 }
@@ -107,6 +111,8 @@ __all__ = [
     "ServerDownError",
     "ServerError",
     "ShardedClient",
+    "TLSConfigError",
+    "TLSError",
     "TimedOutError",
     "UnknownCommandError",
     "UnknownResponseError",

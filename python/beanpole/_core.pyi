@@ -198,7 +198,19 @@ class NativeClient:
     ``beanpole.Client``). Every call releases the GIL while it waits; errors are the
     classes of ``beanpole.client_errors``."""
 
-    def __new__(cls, address: str, timeout: float | None = None) -> NativeClient: ...
+    def __new__(
+        cls,
+        address: str,
+        timeout: float | None = None,
+        *,
+        tls: bool = False,
+        ca: str | None = None,
+        cert: str | None = None,
+        key: str | None = None,
+        server_name: str | None = None,
+    ) -> NativeClient:
+        """With ``tls=True``, connect with TLS trusting the CA file ``ca`` (required),
+        offering ``cert``/``key`` when given; ``server_name`` defaults to the host."""
     @property
     def address(self) -> str: ...
     @property

@@ -33,6 +33,7 @@ from beanpole.client import (
     JobOrId,
     PerJob,
 )
+from beanpole.client_tls import PathArg, tls_options
 
 __all__ = ["AsyncClient"]
 
@@ -41,7 +42,10 @@ T = TypeVar("T")
 
 class AsyncClient:
     """``AsyncClient(address, *, encoding="utf-8", use="default", watch="default",
-    timeout=None)``: connects on first use (or in ``async with``)."""
+    timeout=None, tls=False, ca=None, cert=None, key=None, server_name=None)``:
+    connects on first use (or in ``async with``). The TLS options are
+    ``Client``'s; they are checked here, so a bad combination fails at once rather
+    than on first use."""
 
     def __init__(
         self,
@@ -51,9 +55,25 @@ class AsyncClient:
         use: str = DEFAULT_TUBE,
         watch: str | Iterable[str] = DEFAULT_TUBE,
         timeout: float | None = None,
+        tls: bool = False,
+        ca: PathArg | None = None,
+        cert: PathArg | None = None,
+        key: PathArg | None = None,
+        server_name: str | None = None,
     ) -> None:
+        tls_options(tls, ca, cert, key, server_name)
         self._connect: Callable[[], Client[Any]] = functools.partial(
-            Client, address, encoding=encoding, use=use, watch=watch, timeout=timeout
+            Client,
+            address,
+            encoding=encoding,
+            use=use,
+            watch=watch,
+            timeout=timeout,
+            tls=tls,
+            ca=ca,
+            cert=cert,
+            key=key,
+            server_name=server_name,
         )
         self._client: Client[Any] | None = None
         # One worker: the commands of a connection must run one after another.

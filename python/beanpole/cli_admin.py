@@ -3,7 +3,8 @@ beanstalkd too: ``put``, ``peek``, ``kick``, ``kick-job``, ``delete``, ``pause``
 ``clear`` and ``tail``.
 
 Every command takes ``-H/--host HOST:PORT|unix:PATH`` (default ``127.0.0.1:11300``, or
-``BEANPOLE_HOST``). ``--json`` prints data as JSON. A failure prints one line and exits 1;
+``BEANPOLE_HOST``), and ``--tls``/``--tls-ca``/``--tls-cert``/``--tls-key`` for a TLS
+listener. ``--json`` prints data as JSON. A failure prints one line and exits 1;
 usage errors exit 2. The client is imported when a command runs, so ``import
 beanpole.cli`` stays light.
 """
@@ -19,8 +20,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from beanpole.cli_tls import tls_client_options
+
 if TYPE_CHECKING:
     from beanpole.client import Client, Job
+    from beanpole.client_tls import TLSOptions
 
 __all__ = ["DEFAULT_HOST", "register"]
 
@@ -67,10 +71,21 @@ def _describe(err: BaseException) -> str:
     return str(err) or type(err).__name__
 
 
-def _connect(host: str) -> Client[bytes]:
+def _connect(host: str, tls: TLSOptions | None) -> Client[bytes]:
     from beanpole.client import Client
 
-    return Client(host, encoding=None, timeout=30)
+    if tls is None:
+        return Client(host, encoding=None, timeout=30)
+    return Client(
+        host,
+        encoding=None,
+        timeout=30,
+        tls=True,
+        ca=tls.ca,
+        cert=tls.cert,
+        key=tls.key,
+        server_name=tls.server_name,
+    )
 
 
 def _text(body: bytes) -> str:
@@ -86,6 +101,7 @@ def _show_job(job: Job[bytes], as_json: bool, extra: dict[str, Any] | None = Non
 
 @click.command()
 @_host_option
+@tls_client_options
 @click.option("--tube", default="default", show_default=True)
 @click.option("--priority", type=click.IntRange(0, 2**32 - 1), default=2**16, show_default=True)
 @click.option("--delay", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True)
@@ -95,11 +111,19 @@ def _show_job(job: Job[bytes], as_json: bool, extra: dict[str, Any] | None = Non
 @click.argument("body")
 @_admin
 def put(
-    host: str, tube: str, priority: int, delay: int, ttr: int, lines: bool, as_json: bool, body: str
+    host: str,
+    tls: TLSOptions | None,
+    tube: str,
+    priority: int,
+    delay: int,
+    ttr: int,
+    lines: bool,
+    as_json: bool,
+    body: str,
 ) -> None:
     """Put a job; BODY - reads it from stdin. Prints the new id(s)."""
     data = sys.stdin.buffer.read() if body == "-" else body.encode()
-    with _connect(host) as c:
+    with _connect(host, tls) as c:
         c.use(tube)
         if lines:
             items = data.splitlines()
@@ -115,6 +139,7 @@ def put(
 
 @click.command()
 @_host_option
+@tls_client_options
 @click.option("--tube", default="default", show_default=True)
 @click.option("--ready", "state", flag_value="ready", help="The next ready job.")
 @click.option("--delayed", "state", flag_value="delayed", help="The next delayed job.")
@@ -122,11 +147,18 @@ def put(
 @_json_option
 @click.argument("job_id", metavar="[ID]", type=click.IntRange(0), required=False)
 @_admin
-def peek(host: str, tube: str, state: str | None, as_json: bool, job_id: int | None) -> None:
+def peek(
+    host: str,
+    tls: TLSOptions | None,
+    tube: str,
+    state: str | None,
+    as_json: bool,
+    job_id: int | None,
+) -> None:
     """Show a job by ID, or the next ready/delayed/buried one of --tube."""
     if (job_id is None) == (state is None):
         raise click.UsageError("give a job ID or one of --ready, --delayed, --buried")
-    with _connect(host) as c:
+    with _connect(host, tls) as c:
         c.use(tube)
         if job_id is not None:
             job = c.peek(job_id)
@@ -142,13 +174,14 @@ def peek(host: str, tube: str, state: str | None, as_json: bool, job_id: int | N
 
 @click.command()
 @_host_option
+@tls_client_options
 @click.option("--tube", default="default", show_default=True)
 @_json_option
 @click.argument("bound", metavar="N", type=click.IntRange(0, 2**32 - 1))
 @_admin
-def kick(host: str, tube: str, as_json: bool, bound: int) -> None:
+def kick(host: str, tls: TLSOptions | None, tube: str, as_json: bool, bound: int) -> None:
     """Kick up to N buried jobs (or delayed ones if none is buried) of --tube."""
-    with _connect(host) as c:
+    with _connect(host, tls) as c:
         c.use(tube)
         kicked = c.kick(bound)
     click.echo(json.dumps({"kicked": kicked}) if as_json else kicked)
@@ -156,32 +189,35 @@ def kick(host: str, tube: str, as_json: bool, bound: int) -> None:
 
 @click.command("kick-job")
 @_host_option
+@tls_client_options
 @click.argument("job_id", metavar="ID", type=click.IntRange(0))
 @_admin
-def kick_job(host: str, job_id: int) -> None:
+def kick_job(host: str, tls: TLSOptions | None, job_id: int) -> None:
     """Kick one buried or delayed job."""
-    with _connect(host) as c:
+    with _connect(host, tls) as c:
         c.kick_job(job_id)
 
 
 @click.command()
 @_host_option
+@tls_client_options
 @click.argument("job_ids", metavar="ID...", nargs=-1, required=True, type=click.IntRange(0))
 @_admin
-def delete(host: str, job_ids: tuple[int, ...]) -> None:
+def delete(host: str, tls: TLSOptions | None, job_ids: tuple[int, ...]) -> None:
     """Delete jobs by id (pipelined)."""
-    with _connect(host) as c:
+    with _connect(host, tls) as c:
         c.delete_many(job_ids)
 
 
 @click.command()
 @_host_option
+@tls_client_options
 @click.argument("tube")
 @click.argument("seconds", type=click.IntRange(0, 2**32 - 1))
 @_admin
-def pause(host: str, tube: str, seconds: int) -> None:
+def pause(host: str, tls: TLSOptions | None, tube: str, seconds: int) -> None:
     """Pause TUBE: no job is reserved from it for SECONDS."""
-    with _connect(host) as c:
+    with _connect(host, tls) as c:
         c.pause_tube(tube, seconds)
 
 
@@ -195,6 +231,7 @@ def _states(value: str) -> list[str]:
 
 @click.command()
 @_host_option
+@tls_client_options
 @click.option(
     "--state",
     "states",
@@ -206,11 +243,13 @@ def _states(value: str) -> list[str]:
 @_json_option
 @click.argument("tube")
 @_admin
-def clear(host: str, states: str, yes: bool, as_json: bool, tube: str) -> None:
+def clear(
+    host: str, tls: TLSOptions | None, states: str, yes: bool, as_json: bool, tube: str
+) -> None:
     """Delete the jobs of TUBE in the given states, with a progress bar. Jobs reserved
     by other clients are left alone."""
     wanted = _states(states)
-    with _connect(host) as c:
+    with _connect(host, tls) as c:
         stats = c.stats_tube(tube)
         total = sum(int(stats[f"current-jobs-{s}"]) for s in wanted)
         if total == 0:
@@ -267,6 +306,7 @@ def _clear_steps(c: Client[bytes], tube: str, states: list[str]) -> Iterator[int
 
 @click.command()
 @_host_option
+@tls_client_options
 @click.option("--delete", "delete_jobs", is_flag=True, help="Delete each job once printed.")
 @click.option("--count", type=click.IntRange(1), help="Stop after this many jobs.")
 @click.option("--timeout", type=click.IntRange(0), help="Stop after this many idle seconds.")
@@ -275,6 +315,7 @@ def _clear_steps(c: Client[bytes], tube: str, states: list[str]) -> Iterator[int
 @_admin
 def tail(
     host: str,
+    tls: TLSOptions | None,
     delete_jobs: bool,
     count: int | None,
     timeout: int | None,
@@ -288,7 +329,7 @@ def tail(
 
     held: dict[int, int] = {}
     seen = 0
-    with _connect(host) as c:
+    with _connect(host, tls) as c:
         c.watch(tube)
         if tube != "default":
             c.ignore("default")

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
+from beanpole.cli_tls import tls_client_options
 from beanpole.config import Config, help_text
 from beanpole.statsclient import Stats, StatsClient, StatsError
 
 if TYPE_CHECKING:
+    from beanpole.client_tls import TLSOptions
     from beanpole.metrics import MetricsBuilder
     from beanpole.server import Server
 
@@ -42,9 +44,11 @@ _host_option = click.option(
 )
 
 
-def _client(host: str) -> StatsClient:
+def _client(host: str, tls: TLSOptions | None = None) -> StatsClient:
     try:
-        return StatsClient(host)
+        if tls is None:
+            return StatsClient(host)
+        return StatsClient(host, ssl_context=tls.ssl_context(), server_name=tls.server_name)
     except StatsError as err:
         raise click.BadParameter(str(err), param_hint="'-H' / '--host'") from None
 
@@ -58,6 +62,7 @@ def _console() -> Any:
 
 @click.command()
 @_host_option
+@tls_client_options
 @click.option(
     "--tube", "tube_names", multiple=True, metavar="NAME", help="Stats of this tube (repeatable)."
 )
@@ -74,7 +79,12 @@ def _console() -> Any:
     help="Output format.",
 )
 def stats(
-    host: str, tube_names: Sequence[str], all_tubes: bool, job_id: int | None, fmt: str
+    host: str,
+    tls: TLSOptions | None,
+    tube_names: Sequence[str],
+    all_tubes: bool,
+    job_id: int | None,
+    fmt: str,
 ) -> None:
     """Show a server's stats: server-wide by default, or of tubes or a job."""
     from beanpole import stats as fmt_stats
@@ -84,7 +94,7 @@ def stats(
     if job_id is not None and fmt == "prometheus":
         raise click.UsageError("--format prometheus shows server and tube stats, not a job")
     try:
-        with _client(host) as client:
+        with _client(host, tls) as client:
             if job_id is not None:
                 data: Stats | list[Stats] = client.stats_job(job_id)
             elif fmt == "prometheus":
@@ -127,6 +137,7 @@ def _existing(client: StatsClient, names: Sequence[str], *, strict: bool) -> lis
 
 @click.command()
 @_host_option
+@tls_client_options
 @click.option(
     "--interval",
     type=click.FloatRange(min=0.1),
@@ -136,14 +147,14 @@ def _existing(client: StatsClient, names: Sequence[str], *, strict: bool) -> lis
     help="Seconds between refreshes.",
 )
 @click.option("--once", is_flag=True, help="Print one frame and exit.")
-def top(host: str, interval: float, once: bool) -> None:
+def top(host: str, tls: TLSOptions | None, interval: float, once: bool) -> None:
     """A live view of a server: jobs, connections, rates and the busiest tubes.
 
     Press q to quit.
     """
     from beanpole import top as live
 
-    client = _client(host)
+    client = _client(host, tls)
     try:
         if once:
             live.print_once(client, _console())

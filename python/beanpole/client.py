@@ -39,9 +39,12 @@ from beanpole.client_errors import (
     OutOfMemoryError,
     ServerDownError,
     TimedOutError,
+    TLSConfigError,
+    TLSError,
     UnknownCommandError,
     UnknownResponseError,
 )
+from beanpole.client_tls import PathArg, TLSOptions, tls_options
 
 if TYPE_CHECKING:
     from beanpole._core import NativeClient
@@ -73,6 +76,8 @@ __all__ = [
     "NotIgnoredError",
     "OutOfMemoryError",
     "ServerDownError",
+    "TLSConfigError",
+    "TLSError",
     "TimedOutError",
     "UnknownCommandError",
     "UnknownResponseError",
@@ -156,10 +161,20 @@ def parse_list(body: bytes) -> list[str]:
     ]
 
 
-def _native(address: Address, timeout: float | None) -> NativeClient:
+def _native(address: Address, timeout: float | None, tls: TLSOptions | None) -> NativeClient:
     from beanpole._core import NativeClient
 
-    return NativeClient(format_address(address), timeout)
+    if tls is None:
+        return NativeClient(format_address(address), timeout)
+    return NativeClient(
+        format_address(address),
+        timeout,
+        tls=True,
+        ca=tls.ca,
+        cert=tls.cert,
+        key=tls.key,
+        server_name=tls.server_name,
+    )
 
 
 def _is_arrow(obj: object) -> bool:
@@ -174,6 +189,15 @@ class Client(Generic[TBody]):
     ``use`` and ``watch`` set the tubes at connect time. ``timeout`` (seconds) bounds
     connecting and every wait for a reply; a reserve waits its own timeout on top.
     One call at a time runs on the connection; threads may share a client.
+
+    ``tls=True`` connects with TLS, trusting the CA certificates (PEM) in the file
+    ``ca`` (default: the system's bundle); ``cert`` and ``key`` (PEM files) are this
+    client's certificate for servers that require one; ``server_name`` is the name the
+    server's certificate must carry (default: the host connected to, DNS name or IP
+    address). An ``ssl.SSLContext`` is not accepted: TLS is done in Rust, from files.
+    The handshake is bounded by ``timeout`` (10 s without one). Bad files raise
+    ``TLSConfigError``; a failed handshake or a refused client certificate
+    ``TLSError``.
     """
 
     @overload
@@ -185,6 +209,11 @@ class Client(Generic[TBody]):
         use: str = DEFAULT_TUBE,
         watch: str | Iterable[str] = DEFAULT_TUBE,
         timeout: float | None = None,
+        tls: bool = False,
+        ca: PathArg | None = None,
+        cert: PathArg | None = None,
+        key: PathArg | None = None,
+        server_name: str | None = None,
     ) -> None: ...
 
     @overload
@@ -196,6 +225,11 @@ class Client(Generic[TBody]):
         use: str = DEFAULT_TUBE,
         watch: str | Iterable[str] = DEFAULT_TUBE,
         timeout: float | None = None,
+        tls: bool = False,
+        ca: PathArg | None = None,
+        cert: PathArg | None = None,
+        key: PathArg | None = None,
+        server_name: str | None = None,
     ) -> None: ...
 
     def __init__(
@@ -206,14 +240,20 @@ class Client(Generic[TBody]):
         use: str = DEFAULT_TUBE,
         watch: str | Iterable[str] = DEFAULT_TUBE,
         timeout: float | None = None,
+        tls: bool = False,
+        ca: PathArg | None = None,
+        cert: PathArg | None = None,
+        key: PathArg | None = None,
+        server_name: str | None = None,
     ) -> None:
+        options = tls_options(tls, ca, cert, key, server_name)
         self.encoding = encoding
         self.address = format_address(address)
         self._utf8 = encoding is not None and encoding.replace("_", "-").lower() in (
             "utf-8",
             "utf8",
         )
-        self._native = _native(address, timeout)
+        self._native = _native(address, timeout, options)
         try:
             if use != DEFAULT_TUBE:
                 self.use(use)

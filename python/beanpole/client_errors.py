@@ -30,6 +30,8 @@ __all__ = [
     "NotIgnoredError",
     "OutOfMemoryError",
     "ServerDownError",
+    "TLSConfigError",
+    "TLSError",
     "TimedOutError",
     "UnknownCommandError",
     "UnknownResponseError",
@@ -130,6 +132,18 @@ class ClientConnectionError(ClientError, builtins.ConnectionError):
 
 class ConnectFailedError(ClientConnectionError):
     """The server could not be reached."""
+
+
+class TLSError(ConnectFailedError):
+    """The TLS handshake failed (the server's certificate is not signed by the trusted
+    CA or does not name the server, or the other end does not speak TLS), or the server
+    ended the session with an alert, as it does when it refuses this client's
+    certificate (that alert arrives with the reply to the first command)."""
+
+
+class TLSConfigError(ClientError, ValueError):
+    """The TLS files cannot be used: missing, unreadable, not PEM, or a key that does
+    not go with its certificate. Nothing was connected."""
 
 
 class ConnectionLostError(ClientConnectionError):

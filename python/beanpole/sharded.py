@@ -40,6 +40,7 @@ from beanpole.client_errors import (
     ServerDownError,
     TimedOutError,
 )
+from beanpole.client_tls import PathArg, tls_options
 
 __all__ = ["ShardedClient", "rendezvous"]
 
@@ -56,7 +57,9 @@ def rendezvous(servers: Sequence[str], key: str | bytes) -> str:
 
 
 class ShardedClient:
-    """Clients to several servers used as one. Addresses as for ``Client``."""
+    """Clients to several servers used as one. Addresses, and the TLS options (``tls``,
+    ``ca``, ``cert``, ``key``, ``server_name``, the same for every server), as for
+    ``Client``."""
 
     def __init__(
         self,
@@ -68,14 +71,30 @@ class ShardedClient:
         timeout: float | None = None,
         skip_down: bool = False,
         reserve_slice: int = 1,
+        tls: bool = False,
+        ca: PathArg | None = None,
+        cert: PathArg | None = None,
+        key: PathArg | None = None,
+        server_name: str | None = None,
     ) -> None:
+        # Checked once here, so bad TLS files are one error, not a server marked down.
+        tls_options(tls, ca, cert, key, server_name)
         self.servers = [format_address(a) for a in addresses]
         if not self.servers:
             raise ValueError("ShardedClient needs at least one address")
         self.skip_down = skip_down
         self.reserve_slice = max(1, reserve_slice)
         self._encoding = encoding
-        self._options: dict[str, Any] = {"use": use, "watch": watch, "timeout": timeout}
+        self._options: dict[str, Any] = {
+            "use": use,
+            "watch": watch,
+            "timeout": timeout,
+            "tls": tls,
+            "ca": ca,
+            "cert": cert,
+            "key": key,
+            "server_name": server_name,
+        }
         self._clients: dict[str, Client[Any]] = {}
         self._down: set[str] = set()
         self._rr = itertools.count()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import socket
+import ssl
 from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Final, Self, TypeAlias
@@ -101,17 +102,29 @@ class StatsClient:
 
     ``StatsClient("127.0.0.1:11300")`` (or ``unix:/path``, or a parsed address);
     connects on first use or ``with``. Errors raise :class:`StatsError` with a one-line
-    message naming the server.
+    message naming the server. With ``ssl_context`` the connection is TLS (TCP only);
+    the server's certificate must name ``server_name``, by default the host.
     """
 
-    def __init__(self, address: str | Address, *, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        address: str | Address,
+        *,
+        timeout: float = 5.0,
+        ssl_context: ssl.SSLContext | None = None,
+        server_name: str | None = None,
+    ) -> None:
         if isinstance(address, str):
             try:
                 address = parse_server(address)
             except ValueError as err:
                 raise StatsError(f"bad server address: {err}") from None
+        if ssl_context is not None and not isinstance(address, tuple):
+            raise StatsError("TLS needs a host:port address, not a Unix socket")
         self.address: Address = address
         self.timeout = timeout
+        self.ssl_context = ssl_context
+        self.server_name = server_name
         self._sock: socket.socket | None = None
         self._buf = bytearray()
 
@@ -148,10 +161,21 @@ class StatsClient:
             else:
                 sock = socket.create_connection(self.address, timeout=self.timeout)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.ssl_context is not None:
+                    sock = self._wrap(sock, self.ssl_context)
         except OSError as err:
             raise StatsError(f"cannot connect to {self.name}: {_reason(err)}") from None
         self._sock = sock
         self._buf.clear()
+
+    def _wrap(self, sock: socket.socket, ctx: ssl.SSLContext) -> socket.socket:
+        """The TLS handshake, bounded by the socket's timeout."""
+        assert isinstance(self.address, tuple)
+        try:
+            return ctx.wrap_socket(sock, server_hostname=self.server_name or self.address[0])
+        except BaseException:
+            sock.close()
+            raise
 
     def close(self) -> None:
         sock, self._sock = self._sock, None

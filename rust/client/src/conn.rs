@@ -1,4 +1,5 @@
-//! One blocking connection over TCP or a Unix socket: write commands, read replies.
+//! One blocking connection over TCP (plain or TLS) or a Unix socket: write commands,
+//! read replies.
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -10,6 +11,7 @@ use std::time::Duration;
 use crate::command::Command;
 use crate::error::ClientError;
 use crate::reply::{self, Parsed, Reply};
+use crate::tls::{self, TlsSettings, TlsStream};
 
 /// Where a server listens.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -53,6 +55,8 @@ impl fmt::Display for Address {
 enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// Boxed: the session is large, and the plain variants should not pay for it.
+    Tls(Box<TlsStream>),
 }
 
 impl Stream {
@@ -60,6 +64,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(t),
             Stream::Unix(s) => s.set_read_timeout(t),
+            Stream::Tls(s) => s.sock.set_read_timeout(t),
         }
     }
 
@@ -67,21 +72,29 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_write_timeout(t),
             Stream::Unix(s) => s.set_write_timeout(t),
+            Stream::Tls(s) => s.sock.set_write_timeout(t),
         }
     }
 
+    /// Another handle on the same socket (for TLS, the TCP socket under the session:
+    /// enough to shut it down).
     fn try_clone(&self) -> io::Result<Stream> {
         Ok(match self {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tls(s) => Stream::Tcp(s.sock.try_clone()?),
         })
     }
 
-    fn shutdown(&self) {
+    fn shutdown(&mut self) {
         // Shutting down a socket the peer already closed fails harmlessly.
         let _ = match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
+            Stream::Tls(s) => {
+                tls::goodbye(s);
+                s.sock.shutdown(Shutdown::Both)
+            }
         };
     }
 }
@@ -91,6 +104,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
 }
@@ -100,11 +114,18 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
 
+    /// Plain sockets have nothing buffered. A TLS session may still hold records a
+    /// write could not send at once (the write hides that error until the next call):
+    /// send them now, so a command is never left waiting while we wait for its reply.
     fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+        match self {
+            Stream::Tcp(_) | Stream::Unix(_) => Ok(()),
+            Stream::Tls(s) => s.flush(),
+        }
     }
 }
 
@@ -114,7 +135,12 @@ pub struct Closer(Stream);
 
 impl Closer {
     pub fn close(&self) {
-        self.0.shutdown();
+        // The clone is always a plain socket, so this sends nothing and needs no `mut`.
+        let _ = match &self.0 {
+            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            Stream::Unix(s) => s.shutdown(Shutdown::Both),
+            Stream::Tls(s) => s.sock.shutdown(Shutdown::Both),
+        };
     }
 }
 
@@ -141,12 +167,27 @@ pub struct Connection {
 impl Connection {
     /// Connect, with `timeout` bounding the connect and every later wait.
     pub fn connect(addr: &Address, timeout: Option<Duration>) -> Result<Connection, ClientError> {
+        Connection::open(addr, timeout, None)
+    }
+
+    /// Connect as [`Connection::connect`], then, with `tls`, do a TLS handshake bounded
+    /// by `timeout` (or [`tls::HANDSHAKE_TIMEOUT`] without one). TLS needs a TCP address.
+    pub fn open(
+        addr: &Address,
+        timeout: Option<Duration>,
+        tls: Option<&TlsSettings>,
+    ) -> Result<Connection, ClientError> {
         let name = addr.to_string();
         let fail = |source: io::Error| ClientError::Connect {
             addr: name.clone(),
             source,
         };
         let stream = match addr {
+            Address::Unix(_) if tls.is_some() => {
+                return Err(ClientError::Invalid(format!(
+                    "TLS needs a host:port address, not {name}"
+                )))
+            }
             Address::Unix(path) => Stream::Unix(UnixStream::connect(path).map_err(fail)?),
             Address::Tcp(hostport) => {
                 let mut last = io::Error::new(io::ErrorKind::NotFound, "no address found");
@@ -166,7 +207,16 @@ impl Connection {
                 }
                 let s = found.ok_or_else(|| fail(last))?;
                 s.set_nodelay(true).map_err(fail)?;
-                Stream::Tcp(s)
+                match tls {
+                    None => Stream::Tcp(s),
+                    Some(settings) => {
+                        let limit = timeout.unwrap_or(tls::HANDSHAKE_TIMEOUT);
+                        s.set_read_timeout(Some(limit)).map_err(fail)?;
+                        s.set_write_timeout(Some(limit)).map_err(fail)?;
+                        let host = tls::host_of(hostport);
+                        Stream::Tls(Box::new(settings.handshake(s, host, &name, limit)?))
+                    }
+                }
             }
         };
         stream.set_read_timeout(timeout).map_err(fail)?;
@@ -199,7 +249,7 @@ impl Connection {
 
     /// Close the connection; later calls fail with [`ClientError::NotConnected`].
     pub fn close(&mut self) {
-        if let Some(s) = self.stream.take() {
+        if let Some(mut s) = self.stream.take() {
             s.shutdown();
         }
         self.wbuf.clear();
@@ -225,7 +275,7 @@ impl Connection {
     pub fn send_queued(&mut self) -> Result<(), ClientError> {
         let result = match self.stream.as_mut() {
             None => return Err(self.not_connected()),
-            Some(s) => s.write_all(&self.wbuf),
+            Some(s) => s.write_all(&self.wbuf).and_then(|()| s.flush()),
         };
         self.wbuf.clear();
         result.map_err(|e| self.io_failed(e))
@@ -309,6 +359,9 @@ impl Connection {
     fn io_failed(&mut self, e: io::Error) -> ClientError {
         self.close();
         let addr = self.addr.clone();
+        if let Some(problem) = tls::session_problem(&e) {
+            return ClientError::Tls { addr, problem };
+        }
         match e.kind() {
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => ClientError::TimedOut { addr },
             _ => ClientError::Io { addr, source: e },

@@ -59,6 +59,14 @@ pub enum ClientError {
     /// The connection was closed by `close` or by an earlier failure.
     #[error("connection to {addr} is closed")]
     NotConnected { addr: String },
+    /// The TLS handshake failed, or the server ended the session with an alert (a
+    /// certificate refused); the connection is closed.
+    #[error("TLS with {addr} failed: {problem}")]
+    Tls { addr: String, problem: String },
+    /// TLS settings that cannot be used: a file missing or not PEM, a key that does not
+    /// go with its certificate. Nothing was connected.
+    #[error("TLS settings: {0}")]
+    TlsSetup(String),
     /// An argument that cannot be put on the wire (a tube name with CR or LF).
     #[error("{0}")]
     Invalid(String),
@@ -67,6 +75,9 @@ pub enum ClientError {
 impl ClientError {
     /// True when the connection can no longer be used after this error.
     pub fn is_connection(&self) -> bool {
-        !matches!(self, ClientError::Reply(_) | ClientError::Invalid(_))
+        !matches!(
+            self,
+            ClientError::Reply(_) | ClientError::Invalid(_) | ClientError::TlsSetup(_)
+        )
     }
 }

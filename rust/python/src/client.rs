@@ -12,7 +12,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use beanpole_client::batch::{pipeline, Queue, Tally};
-use beanpole_client::{Address, ClientError, Closer, Command, Connection, ErrorReply, Reply};
+use beanpole_client::{
+    Address, ClientError, Closer, Command, Connection, ErrorReply, Reply, TlsFiles, TlsSettings,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator};
@@ -121,8 +123,18 @@ fn name(tube: &str) -> &[u8] {
 #[pymethods]
 impl PyClient {
     #[new]
-    #[pyo3(signature = (address, timeout = None))]
-    fn new(py: Python<'_>, address: &str, timeout: Option<f64>) -> PyResult<PyClient> {
+    #[pyo3(signature = (address, timeout = None, *, tls = false, ca = None, cert = None, key = None, server_name = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        address: &str,
+        timeout: Option<f64>,
+        tls: bool,
+        ca: Option<std::path::PathBuf>,
+        cert: Option<std::path::PathBuf>,
+        key: Option<std::path::PathBuf>,
+        server_name: Option<String>,
+    ) -> PyResult<PyClient> {
         let addr = Address::parse(address).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let timeout = match timeout {
             None => None,
@@ -133,8 +145,29 @@ impl PyClient {
                 )))
             }
         };
+        let settings = match (tls, ca) {
+            (false, None) if cert.is_none() && key.is_none() && server_name.is_none() => None,
+            (false, _) => {
+                return Err(PyValueError::new_err(
+                    "ca, cert, key and server_name need tls=True",
+                ))
+            }
+            (true, None) => return Err(PyValueError::new_err("tls=True needs a ca file")),
+            (true, Some(ca)) => {
+                let files = TlsFiles {
+                    ca,
+                    cert,
+                    key,
+                    server_name,
+                };
+                Some(
+                    py.detach(|| TlsSettings::load(&files))
+                        .map_err(|e| to_py(py, &e))?,
+                )
+            }
+        };
         let conn = py
-            .detach(|| Connection::connect(&addr, timeout))
+            .detach(|| Connection::open(&addr, timeout, settings.as_ref()))
             .map_err(|e| to_py(py, &e))?;
         Ok(PyClient {
             closer: conn.closer(),

@@ -40,6 +40,8 @@ pub(super) fn error_value<'py>(py: Python<'py>, e: &ClientError) -> PyResult<Bou
         ClientError::TimedOut { .. } => "ConnectionTimeoutError",
         ClientError::Unexpected { .. } => "UnknownResponseError",
         ClientError::NotConnected { .. } => "NotConnectedError",
+        ClientError::Tls { .. } => "TLSError",
+        ClientError::TlsSetup(_) => "TLSConfigError",
         ClientError::Invalid(_) => {
             return Ok(PyValueError::new_err(msg)
                 .into_value(py)
