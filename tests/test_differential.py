@@ -112,3 +112,18 @@ def test_a_reply_cut_by_beanstalkds_reset_is_the_start_of_the_whole() -> None:
     assert not diffrun.cut_by_reset([cut, reset], 0, Event(1, b"RESERVED 1 5\r\nhel", whole=False))
     assert diffrun.compare({0: [cut, reset]}, {0: [whole, closed]}, False, final=True) is None
     assert diffrun.compare({0: [cut, closed]}, {0: [whole, closed]}, False, final=True)
+
+
+def test_replies_lost_to_beanstalkds_reset_are_not_compared() -> None:
+    """After a reset beanstalkd's lost replies are not held against beanpole, but what
+    came before the reset still is, and beanpole must close the connection as well."""
+    ok = Event(1, b"RESERVED 1 1\r\nx\r\n")
+    reset = Event(1, diffrun.EOF, reset=True)
+    closed = Event(1, diffrun.EOF)
+    watching = Event(1, b"WATCHING 1\r\n")
+    assert diffrun.compare({0: [ok, reset]}, {0: [ok, watching, closed]}, False, final=True) is None
+    assert diffrun.compare({0: [ok, reset]}, {0: [ok, watching]}, False) is None
+    assert diffrun.compare({0: [ok, reset]}, {0: [ok, watching]}, False, final=True)
+    other = Event(1, b"RESERVED 1 1\r\ny\r\n")
+    assert diffrun.compare({0: [ok, reset]}, {0: [other, watching, closed]}, False, final=True)
+    assert diffrun.compare({0: [ok, closed]}, {0: [ok, watching, closed]}, False, final=True)
