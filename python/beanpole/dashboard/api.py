@@ -1,0 +1,238 @@
+"""The dashboard's read-only JSON API: ``/api/servers``, ``/api/server``,
+``/api/series``, ``/api/tubes``, ``/api/tubes/{name}`` and ``/api/jobs/{id}``
+(documented in docs/http.md). Values keep the keys and types of
+``beanpole stats --format json``; what the dashboard adds (rates, bodies) has keys of
+its own.
+
+Payloads are bounded: the tube list is filtered, sorted and cut into pages here, at
+most :data:`MAX_PAGE` tubes at a time, and a body is cut at
+:data:`~beanpole.dashboard.sources.BODY_SHOWN` bytes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from beanpole.admin import TUBE_FIELDS, StatValue
+from beanpole.dashboard.ring import FIELDS, HISTORY, Sampler
+from beanpole.dashboard.sources import STATES, Peeked, Source, Stats, tube_row
+
+__all__ = [
+    "MAX_PAGE",
+    "RATE_KEY",
+    "ApiError",
+    "Watched",
+    "body_view",
+    "job_view",
+    "tube_page",
+    "tubes_page",
+]
+
+#: Most tubes in one page of ``/api/tubes``.
+MAX_PAGE: Final = 500
+DEFAULT_PAGE: Final = 50
+#: The key the dashboard adds to each tube: puts per second over the last second.
+RATE_KEY: Final = "puts-per-second"
+SORT_KEYS: Final = (*TUBE_FIELDS, RATE_KEY)
+#: A snapshot younger than this is shared by the requests that want one.
+FRESH: Final = 0.25
+
+
+class ApiError(Exception):
+    """A request the API answers with ``status`` and a JSON ``{"error": message}``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class _Cached:
+    at: float
+    server: Stats
+    tubes: list[Stats]
+
+
+class Watched:
+    """One server the dashboard shows: its :class:`Source`, its :class:`Sampler`, and
+    the latest snapshot, shared by the requests that come within :data:`FRESH`."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.name = source.name
+        self._cached: _Cached | None = None
+        # Serialises fetching the snapshot, so many viewers cost one read a period.
+        self._lock = threading.Lock()
+        self.sampler = Sampler(source.name, self._sample)
+
+    def _sample(self) -> tuple[Stats, dict[str, int]]:
+        snap = self.snapshot(max_age=0.0)
+        totals = {str(t.get("name")): _int(t.get("total-jobs")) for t in snap.tubes}
+        return snap.server, totals
+
+    def snapshot(self, max_age: float = FRESH) -> _Cached:
+        with self._lock:
+            cached = self._cached
+            if cached is not None and time.monotonic() - cached.at <= max_age:
+                return cached
+            server, tubes = self.source.snapshot()
+            self._cached = cached = _Cached(time.monotonic(), server, tubes)
+            return cached
+
+    def close(self) -> None:
+        self.sampler.close()
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def server_view(watched: Watched, names: list[str], actions: bool) -> dict[str, Any]:
+    """``/api/server``: the ``stats`` values, the rates and what the page needs."""
+    snap = watched.snapshot()
+    return {
+        "server": watched.name,
+        "servers": names,
+        "actions": actions,
+        "stats": snap.server,
+        "rates": dict(watched.sampler.rates),
+        "tubes": len(snap.tubes),
+    }
+
+
+def series_view(watched: Watched, since: float) -> dict[str, Any]:
+    """``/api/series``: the samples after Unix time ``since``, one row per second."""
+    samples = watched.sampler.ring.since(since)
+    return {
+        "server": watched.name,
+        "interval": watched.sampler.interval,
+        "history": HISTORY,
+        "fields": ["at", *FIELDS],
+        "points": [[round(s.at, 3), *(round(v, 3) for v in s.values)] for s in samples],
+    }
+
+
+def _sort_value(tube: Mapping[str, StatValue], key: str) -> tuple[int, float, str]:
+    value = tube.get(key, 0)
+    if isinstance(value, str):
+        return (1, 0.0, value)
+    return (0, float(value), "")
+
+
+def tubes_page(watched: Watched, query: Mapping[str, str]) -> dict[str, Any]:
+    """``/api/tubes``: filter (``filter``, a part of the name, any case), sort
+    (``sort``, any key, ``order`` asc or desc), page (``offset``, ``limit``)."""
+    snap = watched.snapshot()
+    rates = watched.sampler.tube_rates
+    needle = query.get("filter", "").strip().lower()
+    sort = query.get("sort", "name")
+    if sort not in SORT_KEYS:
+        raise ApiError(400, f"sort must be one of {', '.join(SORT_KEYS)}")
+    order = query.get("order", "asc")
+    if order not in ("asc", "desc"):
+        raise ApiError(400, "order must be asc or desc")
+    offset = _query_int(query, "offset", 0, low=0)
+    limit = _query_int(query, "limit", DEFAULT_PAGE, low=1, high=MAX_PAGE)
+    matched = [
+        t for t in snap.tubes if not needle or needle in str(t.get("name", "")).lower()
+    ]
+    if sort == RATE_KEY:
+        matched.sort(key=lambda t: rates.get(str(t.get("name")), 0.0), reverse=order == "desc")
+    else:
+        # Name second, so rows with equal values keep one order from poll to poll.
+        matched.sort(key=lambda t: str(t.get("name")))
+        matched.sort(key=lambda t: _sort_value(t, sort), reverse=order == "desc")
+    page = matched[offset : offset + limit]
+    return {
+        "server": watched.name,
+        "total": len(snap.tubes),
+        "matched": len(matched),
+        "offset": offset,
+        "limit": limit,
+        "sort": sort,
+        "order": order,
+        "tubes": [
+            {**tube_row(t), RATE_KEY: round(rates.get(str(t.get("name")), 0.0), 3)}
+            for t in page
+        ],
+    }
+
+
+def _query_int(
+    query: Mapping[str, str], key: str, default: int, *, low: int, high: int | None = None
+) -> int:
+    raw = query.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw, 10)
+    except ValueError:
+        raise ApiError(400, f"{key} must be an integer, got {raw!r}") from None
+    if value < low or (high is not None and value > high):
+        top = "" if high is None else f" and {high}"
+        raise ApiError(400, f"{key} must be between {low}{top}, got {value}")
+    return value
+
+
+def body_view(peeked: Peeked) -> dict[str, Any]:
+    """A body as the page shows it: text when the shown bytes are UTF-8 without
+    control characters (tabs and line ends allowed), hex otherwise; ``size`` is the
+    whole body's, ``truncated`` says whether bytes were left out."""
+    head = peeked.head
+    truncated = len(head) < peeked.size
+    text = _as_text(head, cut=truncated)
+    return {
+        "size": peeked.size,
+        "shown": len(head),
+        "truncated": truncated,
+        "encoding": "hex" if text is None else "text",
+        "data": head.hex() if text is None else text,
+    }
+
+
+def _as_text(data: bytes, *, cut: bool) -> str | None:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        # A cut may split the last character: up to 3 bytes of it may be left over.
+        if not cut or err.start < len(data) - 3 or err.reason != "unexpected end of data":
+            return None
+        text = data[: err.start].decode("utf-8")
+    if any((ord(c) < 32 and c not in "\t\r\n") or ord(c) == 127 for c in text):
+        return None
+    return text
+
+
+def job_view(source: Source, job_id: int) -> dict[str, Any]:
+    """``/api/jobs/{id}``: ``stats-job`` and the body."""
+    stats = source.job(job_id)
+    return {"id": job_id, "stats": stats, "body": body_view(source.peek_job(job_id))}
+
+
+def tube_page(watched: Watched, name: str) -> dict[str, Any]:
+    """``/api/tubes/{name}``: ``stats-tube``, puts per second, and the next ready,
+    delayed and buried job (stats and body), each None when there is none."""
+    source = watched.source
+    stats = source.tube(name)
+    nexts: dict[str, Any] = {}
+    for state in STATES:
+        peeked = source.peek(name, state)
+        if peeked is None:
+            nexts[state] = None
+            continue
+        try:
+            job_stats: Stats | None = source.job(peeked.id)
+        except KeyError:  # gone between the peek and the stats
+            job_stats = None
+        nexts[state] = {"id": peeked.id, "stats": job_stats, "body": body_view(peeked)}
+    return {
+        "server": watched.name,
+        "tube": stats,
+        RATE_KEY: round(watched.sampler.tube_rate(name), 3),
+        "next": nexts,
+    }
