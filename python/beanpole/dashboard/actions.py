@@ -22,7 +22,7 @@ from typing import Any, Final
 from beanpole.dashboard.api import ApiError
 from beanpole.dashboard.sources import STATES, Source
 
-__all__ = ["Guard", "TokenError", "load_token", "run_action"]
+__all__ = ["Guard", "TokenError", "describe", "load_token", "log_refusal", "run_action"]
 
 _LOG: Final = logging.getLogger("beanpole").getChild("dashboard")
 _U32_MAX: Final = (1 << 32) - 1
@@ -95,26 +95,33 @@ def _number(body: Mapping[str, Any], key: str, *, low: int, default: int | None 
     return value
 
 
+def describe(source: Source, target: tuple[str, str], verb: str, who: str) -> str:
+    """How the log names an action: ``kick on tube 'x' of local from 127.0.0.1``."""
+    kind, what = target
+    where = f"tube {what!r}" if kind == "tube" else f"job {what}"
+    return f"{verb} on {where} of {source.name} from {who}"
+
+
+def log_refusal(action: str, err: BaseException) -> None:
+    message = err.message if isinstance(err, ApiError) else str(err)
+    if isinstance(err, KeyError) and err.args:
+        message = str(err.args[0])
+    _LOG.warning("dashboard: %s refused: %s", action, message)
+
+
 def run_action(
     source: Source, target: tuple[str, str], verb: str, raw_body: bytes, who: str
 ) -> dict[str, Any]:
-    """Do ``verb`` on ``target`` (``("tube", name)`` or ``("job", id)``) and log it.
-    The caller has checked the token."""
+    """Do ``verb`` on ``target`` (``("tube", name)`` or ``("job", id)``) and log it,
+    done or refused. The caller has checked the token."""
     kind, what = target
-    body = _body(raw_body)
-    where = f"tube {what!r}" if kind == "tube" else f"job {what}"
+    action = describe(source, target, verb, who)
     try:
-        result = _apply(source, kind, what, verb, body)
-    except ApiError as err:
-        _LOG.warning(
-            "dashboard: %s on %s of %s from %s refused: %s",
-            verb, where, source.name, who, err.message,
-        )
+        result = _apply(source, kind, what, verb, _body(raw_body))
+    except Exception as err:
+        log_refusal(action, err)
         raise
-    _LOG.info(
-        "dashboard: %s on %s of %s from %s: %s",
-        verb, where, source.name, who, json.dumps(result, sort_keys=True),
-    )
+    _LOG.info("dashboard: %s: %s", action, json.dumps(result, sort_keys=True))
     return result
 
 

@@ -38,8 +38,6 @@ DEFAULT_PAGE: Final = 50
 #: The key the dashboard adds to each tube: puts per second over the last second.
 RATE_KEY: Final = "puts-per-second"
 SORT_KEYS: Final = (*TUBE_FIELDS, RATE_KEY)
-#: A snapshot younger than this is shared by the requests that want one.
-FRESH: Final = 0.25
 
 
 class ApiError(Exception):
@@ -60,7 +58,8 @@ class _Cached:
 
 class Watched:
     """One server the dashboard shows: its :class:`Source`, its :class:`Sampler`, and
-    the latest snapshot, shared by the requests that come within :data:`FRESH`."""
+    the latest snapshot, shared by the requests that come within the source's
+    ``max_age`` (0 for an embedded server: each request reads the store once)."""
 
     def __init__(self, source: Source) -> None:
         self.source = source
@@ -75,7 +74,9 @@ class Watched:
         totals = {str(t.get("name")): _int(t.get("total-jobs")) for t in snap.tubes}
         return snap.server, totals
 
-    def snapshot(self, max_age: float = FRESH) -> _Cached:
+    def snapshot(self, max_age: float | None = None) -> _Cached:
+        if max_age is None:
+            max_age = self.source.max_age
         with self._lock:
             cached = self._cached
             if cached is not None and time.monotonic() - cached.at <= max_age:
@@ -105,15 +106,20 @@ def server_view(watched: Watched, names: list[str], actions: bool) -> dict[str, 
     }
 
 
-def series_view(watched: Watched, since: float) -> dict[str, Any]:
-    """``/api/series``: the samples after Unix time ``since``, one row per second."""
-    samples = watched.sampler.ring.since(since)
+#: The longest ``wait`` of ``/api/series``, in seconds.
+MAX_WAIT: Final = 5.0
+
+
+def series_view(watched: Watched, since: float, wait: float = 0.0) -> dict[str, Any]:
+    """``/api/series``: the samples after Unix time ``since``, one row per second;
+    with ``wait``, the answer waits up to that many seconds for a first one."""
+    samples = watched.sampler.ring.since(since, min(max(wait, 0.0), MAX_WAIT))
     return {
         "server": watched.name,
         "interval": watched.sampler.interval,
         "history": HISTORY,
         "fields": ["at", *FIELDS],
-        "points": [[round(s.at, 3), *(round(v, 3) for v in s.values)] for s in samples],
+        "points": [[s.at, *(round(v, 3) for v in s.values)] for s in samples],
     }
 
 

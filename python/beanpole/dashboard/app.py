@@ -12,7 +12,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, unquote
 
 from beanpole.dashboard import api
-from beanpole.dashboard.actions import Guard, run_action
+from beanpole.dashboard.actions import Guard, describe, log_refusal, run_action
 from beanpole.dashboard.api import ApiError, Watched
 from beanpole.dashboard.sources import ActionError, Source
 from beanpole.http import Reply, Request
@@ -103,8 +103,9 @@ class Dashboard:
             case ["server"]:
                 return 200, api.server_view(watched, self._names, self._guard.enabled)
             case ["series"]:
-                since = _float(query.get("since", "0"))
-                return 200, api.series_view(watched, since)
+                since = _float(query.get("since", "0"), "since")
+                wait = _float(query.get("wait", "0"), "wait")
+                return 200, api.series_view(watched, since, wait)
             case ["tubes"]:
                 return 200, api.tubes_page(watched, query)
             case ["tubes", name]:
@@ -121,7 +122,11 @@ class Dashboard:
                 target = ("job", str(_job_id(raw_id)))
             case _:
                 raise ApiError(404, "no such action")
-        self._guard.check(request.headers)
+        try:
+            self._guard.check(request.headers)
+        except ApiError as err:
+            log_refusal(describe(watched.source, target, verb, request.client), err)
+            raise
         return run_action(watched.source, target, verb, request.body, request.client)
 
     def _pick(self, query: Mapping[str, str]) -> Watched:
@@ -144,11 +149,11 @@ def _job_id(raw: str) -> int:
     return int(raw)
 
 
-def _float(raw: str) -> float:
+def _float(raw: str, key: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise ApiError(400, f"since must be a number, got {raw[:40]!r}") from None
-    if value != value:  # NaN
-        raise ApiError(400, "since must be a number")
+        raise ApiError(400, f"{key} must be a number, got {raw[:40]!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ApiError(400, f"{key} must be a finite number")
     return value

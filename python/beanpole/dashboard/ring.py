@@ -65,20 +65,26 @@ def _num(stats: Mapping[str, StatValue], key: str) -> float:
 
 
 class Ring:
-    """The last :data:`HISTORY` samples. A lock guards it: the sampler appends while
-    request threads copy; both hold it only for a deque operation."""
+    """The last :data:`HISTORY` samples. A condition guards it: the sampler appends
+    and wakes the requests waiting for a newer sample; request threads copy; each
+    holds it only for a deque operation."""
 
     def __init__(self, size: int = HISTORY) -> None:
         self._samples: deque[Sample] = deque(maxlen=size)
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
 
     def append(self, sample: Sample) -> None:
-        with self._lock:
+        with self._changed:
             self._samples.append(sample)
+            self._changed.notify_all()
 
-    def since(self, at: float) -> list[Sample]:
-        """The samples taken after Unix time ``at``, oldest first."""
-        with self._lock:
+    def since(self, at: float, wait: float = 0.0) -> list[Sample]:
+        """The samples taken after Unix time ``at``, oldest first; with ``wait``, up
+        to that many seconds for one if there is none yet."""
+        with self._changed:
+            self._changed.wait_for(
+                lambda: bool(self._samples) and self._samples[-1].at > at, timeout=wait
+            )
             samples = list(self._samples)
         if not samples or samples[0].at > at:
             return samples
@@ -145,7 +151,7 @@ class Sampler:
             self._prev = None
             return
         self._failing = False
-        now = time.time()
+        now = round(time.time(), 3)  # as the API shows it, so ``since`` matches
         prev = self._prev
         self._prev = (now, stats, totals)
         if prev is None:

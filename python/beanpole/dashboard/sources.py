@@ -58,6 +58,8 @@ class Source(Protocol):
     """One server the dashboard watches and acts on."""
 
     name: str
+    #: Seconds a snapshot may be shared by the requests that want one.
+    max_age: float
 
     def snapshot(self) -> tuple[Stats, list[Stats]]:
         """``stats`` and every tube's ``stats-tube``."""
@@ -76,6 +78,8 @@ class Source(Protocol):
 class LocalSource:
     """An embedded server: every call is one of its in-process admin calls (the work in
     Rust under the store lock), so hooks see the actions' events."""
+
+    max_age = 0.0  # a snapshot is one acquisition of the store lock
 
     def __init__(self, server: Server, name: str = "local") -> None:
         self.server = server
@@ -138,6 +142,10 @@ class RemoteSource:
     pipelined ``stats-tube``, jobs and actions through one :class:`beanpole.Client`.
     A lock keeps one request at a time on the client's connection (``use`` then
     ``peek-ready`` must not interleave with another thread's)."""
+
+    #: A snapshot is a pipelined exchange with every tube: viewers polling within
+    #: this share one.
+    max_age = 0.25
 
     def __init__(self, address: Address, name: str, timeout: float = 5.0) -> None:
         self.address = address
