@@ -138,15 +138,22 @@ function svgNode(tag, attrs) {
   return node;
 }
 
+// The time axis spans the history there is (at least a minute, at most 15).
+function chartSpan() {
+  const first = state.points.length ? state.points[0][0] : Date.now() / 1000;
+  return Math.min(HISTORY, Math.max(60, Date.now() / 1000 - first));
+}
+
 function drawChart(svg, series) {
   const w = 300, h = 90, top = 12;
   const now = Date.now() / 1000;
+  const span = chartSpan();
   let max = 1;
   for (const s of series) for (const [, v] of s.points) max = Math.max(max, v);
   const nodes = [svgNode("line", { x1: 0, y1: h - 0.5, x2: w, y2: h - 0.5, class: "axis" })];
   for (const s of series) {
     const coords = s.points.map(([at, v]) => {
-      const x = w - ((now - at) / HISTORY) * w;
+      const x = w - ((now - at) / span) * w;
       const y = h - (v / max) * (h - top);
       return x.toFixed(1) + "," + y.toFixed(1);
     });
@@ -154,7 +161,9 @@ function drawChart(svg, series) {
   }
   const label = svgNode("text", { x: 3, y: 10, class: "max" });
   label.textContent = "max " + fmtNumber(Math.round(max * 10) / 10);
-  nodes.push(label);
+  const since = svgNode("text", { x: w - 3, y: 10, class: "max end" });
+  since.textContent = "last " + fmtDuration(span);
+  nodes.push(label, since);
   svg.replaceChildren(...nodes);
 }
 
