@@ -139,38 +139,38 @@ def _native(call: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
 
 class RemoteSource:
     """A server reached over the protocol (stock beanstalkd or beanpole): stats through
-    pipelined ``stats-tube``, jobs and actions through one :class:`beanpole.Client`.
-    A lock keeps one request at a time on the client's connection (``use`` then
-    ``peek-ready`` must not interleave with another thread's)."""
+    pipelined ``stats-tube`` on one connection, jobs and actions through one
+    :class:`beanpole.Client`. Each connection has a lock, so one request at a time
+    uses it (``use`` then ``peek-ready`` must not interleave with another thread's);
+    when both are needed the client's is taken first."""
 
     #: A snapshot is a pipelined exchange with every tube: viewers polling within
     #: this share one.
     max_age = 0.25
 
     def __init__(self, address: Address, name: str, timeout: float = 5.0) -> None:
+        from beanpole.statsclient import StatsClient
+
         self.address = address
         self.name = name
         self.timeout = timeout
         self._client: Client[bytes] | None = None
         self._lock = threading.Lock()
+        # Reconnects by itself after an error.
+        self._stats = StatsClient(address, timeout=timeout)
+        self._stats_lock = threading.Lock()
 
     def snapshot(self) -> tuple[Stats, list[Stats]]:
-        from beanpole.statsclient import StatsClient
-
-        with StatsClient(self.address, timeout=self.timeout) as client:
-            return client.snapshot()
+        with self._stats_lock:
+            return self._stats.snapshot()
 
     def tube(self, name: str) -> Stats:
-        from beanpole.statsclient import StatsClient
-
-        with StatsClient(self.address, timeout=self.timeout) as client:
-            return client.stats_tube(name)
+        with self._stats_lock:
+            return self._stats.stats_tube(name)
 
     def job(self, id: int) -> Stats:
-        from beanpole.statsclient import StatsClient
-
-        with StatsClient(self.address, timeout=self.timeout) as client:
-            return client.stats_job(id)
+        with self._stats_lock:
+            return self._stats.stats_job(id)
 
     def _with_client(self, work: Callable[[Client[bytes]], _R]) -> _R:
         from beanpole.client import Client, ClientConnectionError
@@ -179,7 +179,9 @@ class RemoteSource:
         with self._lock:
             try:
                 if self._client is None:
-                    self._client = Client(self.address, encoding=None, timeout=self.timeout)
+                    address = self.address
+                    target = address if isinstance(address, tuple) else f"unix:{address}"
+                    self._client = Client(target, encoding=None, timeout=self.timeout)
                 return work(self._client)
             except WireNotFound as err:
                 raise NotFoundError(str(err) or "not found") from None
@@ -261,6 +263,8 @@ class RemoteSource:
             client, self._client = self._client, None
         if client is not None:
             client.close()
+        with self._stats_lock:
+            self._stats.close()
 
 
 def tube_row(stats: Mapping[str, StatValue]) -> Stats:
