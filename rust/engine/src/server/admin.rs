@@ -395,6 +395,45 @@ mod tests {
     }
 
     #[test]
+    fn clearing_each_state_keeps_the_store_consistent() {
+        use crate::store::{Delivery, ReserveOutcome};
+
+        let shared = Arc::new(Shared::new(65535, 0, None));
+        let held = {
+            let mut store = shared.lock();
+            let conn = store.connect(Arc::new(Nobody));
+            store.use_tube(conn, b"q");
+            store.watch(conn, b"q");
+            store.ignore(conn, b"default").unwrap();
+            let now = shared.now();
+            for i in 0..9u32 {
+                let id = store.begin_put(conn);
+                let delay = if i % 3 == 1 { 100 } else { 0 };
+                let body = Bytes::from_static(b"x\r\n");
+                store.put(conn, id, i, delay, 60, body, now).unwrap();
+            }
+            let mut reserve = || match store.reserve(conn, Some(0), now) {
+                ReserveOutcome::Now(Delivery::Reserved { id, .. }) => id,
+                other => panic!("{other:?}"),
+            };
+            let (a, b, held) = (reserve(), reserve(), reserve());
+            assert!(store.bury(conn, a, 0) && store.bury(conn, b, 0));
+            held
+        };
+        let admin = Admin::new(shared.clone());
+        let t = admin.tube_stats(b"q").unwrap();
+        assert_eq!((t.ready, t.delayed, t.buried, t.reserved), (3, 3, 2, 1));
+        assert_eq!(admin.delete(held).unwrap_err(), AdminError::Reserved(held));
+        for (which, n) in [(Which::Buried, 2), (Which::Delayed, 3), (Which::Ready, 3)] {
+            assert_eq!(admin.clear(b"q", which, 100).unwrap(), n);
+            shared.lock().check_invariants().unwrap();
+        }
+        let t = admin.tube_stats(b"q").unwrap();
+        assert_eq!((t.ready, t.delayed, t.buried, t.reserved), (0, 0, 0, 1));
+        assert_eq!(t.cmd_delete, 8);
+    }
+
+    #[test]
     fn pause_shows_in_tube_stats() {
         let admin = admin_with(&[1]);
         admin.pause(b"t0", 30).unwrap();
