@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from beanpole.admin import TUBE_FIELDS, StatValue
+from beanpole.admin import TUBE_FIELDS, TubeRow
 from beanpole.dashboard.ring import FIELDS, HISTORY, Sampler
-from beanpole.dashboard.sources import STATES, Peeked, Source, Stats, tube_row
+from beanpole.dashboard.sources import STATES, Peeked, Source, Stats
 
 __all__ = [
     "MAX_PAGE",
@@ -38,6 +38,7 @@ DEFAULT_PAGE: Final = 50
 #: The key the dashboard adds to each tube: puts per second over the last second.
 RATE_KEY: Final = "puts-per-second"
 SORT_KEYS: Final = (*TUBE_FIELDS, RATE_KEY)
+_TOTAL: Final = TUBE_FIELDS.index("total-jobs")
 
 
 class ApiError(Exception):
@@ -53,7 +54,7 @@ class ApiError(Exception):
 class _Cached:
     at: float
     server: Stats
-    tubes: list[Stats]
+    tubes: list[TubeRow]
 
 
 class Watched:
@@ -71,7 +72,7 @@ class Watched:
 
     def _sample(self) -> tuple[Stats, dict[str, int]]:
         snap = self.snapshot(max_age=0.0)
-        totals = {str(t.get("name")): _int(t.get("total-jobs")) for t in snap.tubes}
+        totals = {t[0]: int(t[_TOTAL]) for t in snap.tubes}
         return snap.server, totals
 
     def snapshot(self, max_age: float | None = None) -> _Cached:
@@ -87,10 +88,6 @@ class Watched:
 
     def close(self) -> None:
         self.sampler.close()
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def server_view(watched: Watched, names: list[str], actions: bool) -> dict[str, Any]:
@@ -123,13 +120,6 @@ def series_view(watched: Watched, since: float, wait: float = 0.0) -> dict[str, 
     }
 
 
-def _sort_value(tube: Mapping[str, StatValue], key: str) -> tuple[int, float, str]:
-    value = tube.get(key, 0)
-    if isinstance(value, str):
-        return (1, 0.0, value)
-    return (0, float(value), "")
-
-
 def tubes_page(watched: Watched, query: Mapping[str, str]) -> dict[str, Any]:
     """``/api/tubes``: filter (``filter``, a part of the name, any case), sort
     (``sort``, any key, ``order`` asc or desc), page (``offset``, ``limit``)."""
@@ -144,15 +134,17 @@ def tubes_page(watched: Watched, query: Mapping[str, str]) -> dict[str, Any]:
         raise ApiError(400, "order must be asc or desc")
     offset = _query_int(query, "offset", 0, low=0)
     limit = _query_int(query, "limit", DEFAULT_PAGE, low=1, high=MAX_PAGE)
-    matched = [
-        t for t in snap.tubes if not needle or needle in str(t.get("name", "")).lower()
-    ]
+    matched = [t for t in snap.tubes if needle in t[0].lower()] if needle else list(snap.tubes)
+    # By name first, then (a stable sort) by the column: rows with equal values keep
+    # one order from poll to poll.
+    matched.sort(key=lambda t: t[0])
     if sort == RATE_KEY:
-        matched.sort(key=lambda t: rates.get(str(t.get("name")), 0.0), reverse=order == "desc")
-    else:
-        # Name second, so rows with equal values keep one order from poll to poll.
-        matched.sort(key=lambda t: str(t.get("name")))
-        matched.sort(key=lambda t: _sort_value(t, sort), reverse=order == "desc")
+        matched.sort(key=lambda t: rates.get(t[0], 0.0), reverse=order == "desc")
+    elif sort != "name":
+        column = TUBE_FIELDS.index(sort)
+        matched.sort(key=lambda t: t[column], reverse=order == "desc")
+    elif order == "desc":
+        matched.reverse()
     page = matched[offset : offset + limit]
     return {
         "server": watched.name,
@@ -163,7 +155,7 @@ def tubes_page(watched: Watched, query: Mapping[str, str]) -> dict[str, Any]:
         "sort": sort,
         "order": order,
         "tubes": [
-            {**tube_row(t), RATE_KEY: round(rates.get(str(t.get("name")), 0.0), 3)}
+            {**dict(zip(TUBE_FIELDS, t, strict=True)), RATE_KEY: round(rates.get(t[0], 0.0), 3)}
             for t in page
         ],
     }

@@ -7,11 +7,11 @@ beanstalkd through ``beanpole exporter``). Both give the same values, keyed as
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, ParamSpec, Protocol, TypeVar
 
-from beanpole.admin import TUBE_FIELDS, NotFoundError, StatValue
+from beanpole.admin import NotFoundError, StatValue, TubeRow, row_of
 
 if TYPE_CHECKING:
     from beanpole.addr import Address
@@ -61,8 +61,9 @@ class Source(Protocol):
     #: Seconds a snapshot may be shared by the requests that want one.
     max_age: float
 
-    def snapshot(self) -> tuple[Stats, list[Stats]]:
-        """``stats`` and every tube's ``stats-tube``."""
+    def snapshot(self) -> tuple[Stats, list[TubeRow]]:
+        """``stats`` and every tube's ``stats-tube`` as a row (tuples: a page's
+        dicts are made only for the tubes shown)."""
 
     def tube(self, name: str) -> Stats: ...
     def job(self, id: int) -> Stats: ...
@@ -85,9 +86,9 @@ class LocalSource:
         self.server = server
         self.name = name
 
-    def snapshot(self) -> tuple[Stats, list[Stats]]:
+    def snapshot(self) -> tuple[Stats, list[TubeRow]]:
         snap = self.server.snapshot()
-        return snap.server, snap.tube_dicts()
+        return snap.server, snap.tubes
 
     def tube(self, name: str) -> Stats:
         return self.server.tube_stats(name)
@@ -160,9 +161,10 @@ class RemoteSource:
         self._stats = StatsClient(address, timeout=timeout)
         self._stats_lock = threading.Lock()
 
-    def snapshot(self) -> tuple[Stats, list[Stats]]:
+    def snapshot(self) -> tuple[Stats, list[TubeRow]]:
         with self._stats_lock:
-            return self._stats.snapshot()
+            server, tubes = self._stats.snapshot()
+        return server, [row_of(t) for t in tubes]
 
     def tube(self, name: str) -> Stats:
         with self._stats_lock:
@@ -265,8 +267,3 @@ class RemoteSource:
             client.close()
         with self._stats_lock:
             self._stats.close()
-
-
-def tube_row(stats: Mapping[str, StatValue]) -> Stats:
-    """A tube's ``stats-tube`` keys, in their order (remote servers may add others)."""
-    return {key: stats[key] for key in TUBE_FIELDS if key in stats}
