@@ -431,6 +431,10 @@ class Server:
         http = self._http
         return None if http is None else http.address
 
+    def dashboard(self) -> Dashboard | None:
+        """The web dashboard served on the HTTP endpoint, or None without ``http``."""
+        return self._dashboard
+
     def _admin_handle(self) -> Admin:
         handle = self._running_handle()
         if self._admin is None:

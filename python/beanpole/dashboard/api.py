@@ -92,14 +92,14 @@ class Watched:
 
 def server_view(watched: Watched, names: list[str], actions: bool) -> dict[str, Any]:
     """``/api/server``: the ``stats`` values, the rates and what the page needs."""
-    snap = watched.snapshot()
+    stats = watched.source.server_stats()
     return {
         "server": watched.name,
         "servers": names,
         "actions": actions,
-        "stats": snap.server,
+        "stats": stats,
         "rates": dict(watched.sampler.rates),
-        "tubes": len(snap.tubes),
+        "tubes": stats.get("current-tubes", 0),
     }
 
 

@@ -65,6 +65,9 @@ class Source(Protocol):
         """``stats`` and every tube's ``stats-tube`` as a row (tuples: a page's
         dicts are made only for the tubes shown)."""
 
+    def server_stats(self) -> Stats:
+        """``stats`` alone (``current-tubes`` counts the tubes)."""
+
     def tube(self, name: str) -> Stats: ...
     def job(self, id: int) -> Stats: ...
     def peek(self, tube: str, state: str) -> Peeked | None: ...
@@ -89,6 +92,11 @@ class LocalSource:
     def snapshot(self) -> tuple[Stats, list[TubeRow]]:
         snap = self.server.snapshot()
         return snap.server, snap.tubes
+
+    def server_stats(self) -> Stats:
+        # A snapshot keeping no tube: the same keys as ``snapshot``'s (the log's
+        # health included) without a row per tube.
+        return self.server.snapshot(0).server
 
     def tube(self, name: str) -> Stats:
         return self.server.tube_stats(name)
@@ -165,6 +173,10 @@ class RemoteSource:
         with self._stats_lock:
             server, tubes = self._stats.snapshot()
         return server, [row_of(t) for t in tubes]
+
+    def server_stats(self) -> Stats:
+        with self._stats_lock:
+            return self._stats.stats()
 
     def tube(self, name: str) -> Stats:
         with self._stats_lock:
