@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,9 @@ def test_the_page_and_its_files_are_served_with_a_same_origin_policy(
         assert not re.search(rb"https?://(?!www\.w3\.org/2000/svg)", body), path
     assert b"innerHTML" not in get(base, "/static/app.js")[2]
     assert get(base, "/nope")[0] == 404
+    head = urllib.request.Request(base + "/", method="HEAD")
+    with urllib.request.urlopen(head, timeout=TIMEOUT) as r:
+        assert r.status == 200 and r.read() == b""
     assert get(base, "/metrics")[0] == 200  # the routes of #5 are still there
 
 
@@ -197,6 +201,7 @@ def test_tube_page_shows_the_next_jobs_with_safe_bodies(
     assert get_json(base, "/api/jobs/abc", status=400)["error"]
     assert get_json(base, "/api/tubes/a%20b", status=400)["error"]
     assert get_json(base, "/api/tube", status=404)["error"]
+    assert get_json(base, "/api/tubes/%ff", status=400)["error"]
 
 
 def test_series_keeps_a_sample_a_second(served: tuple[beanpole.Server, str]) -> None:
@@ -337,7 +342,6 @@ def test_the_token_file_setting_from_the_environment(tmp_path: Path) -> None:
 
 def test_requests_too_large_are_refused(served: tuple[beanpole.Server, str]) -> None:
     import urllib.error
-    import urllib.request
 
     _srv, base = served
     data = json.dumps({"bound": 1, "pad": "x" * 70_000}).encode()
@@ -424,3 +428,20 @@ def test_exporter_bad_token_file_is_one_line(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "admin token file" in proc.stderr
+
+
+def test_exporter_answers_502_for_a_server_that_is_away() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{probe.getsockname()[1]}"  # nothing listens there
+    child, base = exporter([dead])
+    try:
+        warning = rf"warning: dashboard: cannot sample {dead}: cannot connect"
+        if not any(re.search(warning, line) for line in child.seen):
+            child.wait_line(warning)  # logged once, maybe before the start lines
+        reply = get_json(base, "/api/server", status=502)
+        assert "cannot connect" in reply["error"]
+        assert get_json(base, "/api/tubes", status=502)["error"]
+        assert child.stop() == 0
+    finally:
+        child.kill()

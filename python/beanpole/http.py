@@ -89,6 +89,9 @@ class _Handler(BaseHTTPRequestHandler):
             status, ctype, body = 500, _TEXT, f"error: {err}\n".encode()
         self._send(Reply(status, ctype, body))
 
+    def do_HEAD(self) -> None:
+        self.do_GET()  # the same answer without its body (see _send)
+
     def do_POST(self) -> None:
         try:
             length = int(self.headers.get("Content-Length") or 0)

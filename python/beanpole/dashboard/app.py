@@ -90,7 +90,10 @@ class Dashboard:
         return Reply(status, _JSON, body, SECURITY_HEADERS)
 
     def _api(self, request: Request) -> tuple[int, Any]:
-        parts = [unquote(p, errors="strict") for p in request.path[5:].split("/")]
+        try:
+            parts = [unquote(p, errors="strict") for p in request.path[5:].split("/")]
+        except UnicodeDecodeError:
+            raise ApiError(400, "the path is not UTF-8 once decoded") from None
         query = dict(parse_qsl(request.query))
         watched = self._pick(query)
         if request.method == "POST":

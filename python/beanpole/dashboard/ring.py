@@ -150,6 +150,8 @@ class Sampler:
             self._failing = True
             self._prev = None
             return
+        if self._failing:
+            _LOG.info("dashboard: sampling %s again", self.name)
         self._failing = False
         now = round(time.time(), 3)  # as the API shows it, so ``since`` matches
         prev = self._prev
