@@ -145,7 +145,7 @@ function chartSpan() {
 }
 
 function drawChart(svg, series) {
-  const w = 300, h = 90, top = 12;
+  const w = 300, h = 90, top = 16;
   const now = Date.now() / 1000;
   const span = chartSpan();
   let max = 1;
