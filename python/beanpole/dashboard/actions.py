@@ -72,7 +72,8 @@ class Guard:
             given = value.strip() if scheme.lower() == "bearer" else None
         if not given:
             raise ApiError(401, "this action needs the admin token")
-        if not hmac.compare_digest(given.encode("utf-8", "replace"), self._token):
+        # The header arrives decoded as Latin-1: encoding it back gives its bytes.
+        if not hmac.compare_digest(given.encode("latin-1", "replace"), self._token):
             raise ApiError(401, "wrong admin token")
 
 
