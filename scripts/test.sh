@@ -20,6 +20,17 @@ if ! command -v tmux >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null
 fi
 
+# The dashboard's browser tests (marker `browser`) drive Debian's chromium through
+# chromium-driver (selenium, from the test extra, talks to it).
+if ! command -v chromedriver >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+    else
+        echo "note: chromium-driver is not installed; the browser tests will be skipped" >&2
+    fi
+fi
+
 # The Spark tests (tests/spark) need a Java runtime for pyspark.
 if ! command -v java >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -59,6 +59,7 @@ def test_defaults() -> None:
     assert config.hooks == ()
     assert config.hook_queue == 65536
     assert config.log_format == "text"
+    assert config.admin_token_file is None  # the dashboard's actions are off
 
 
 def test_fields_are_exactly_the_documented_settings() -> None:
@@ -80,6 +81,7 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "log_format",
         "http",
         "metrics_max_tubes",
+        "admin_token_file",
         "tls_cert",
         "tls_key",
         "tls_client_ca",

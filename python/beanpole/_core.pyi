@@ -163,6 +163,18 @@ class Admin:
     def tubes(self) -> list[str]: ...
     def pause(self, name: str, seconds: int) -> None: ...
     def kick(self, name: str, bound: int) -> int: ...
+    def peek_job(self, id: int, max_bytes: int) -> tuple[int, int, bytes]:
+        """``(id, body size, the body's first max_bytes bytes)``."""
+
+    def peek(self, name: str, state: str, max_bytes: int) -> tuple[int, int, bytes] | None:
+        """The next ``state`` (ready, delayed, buried) job of tube ``name``, as
+        ``peek_job`` gives it, or None."""
+
+    def kick_job(self, id: int) -> None: ...
+    def delete(self, id: int) -> None: ...
+    def clear(self, name: str, state: str, limit: int) -> int:
+        """Delete up to ``limit`` of the tube's ``state`` jobs; how many were."""
+
     def snapshot(
         self, max_tubes: int | None = None
     ) -> tuple[dict[str, _StatValue], list[_TubeRow], _TubeRow | None]:

@@ -58,6 +58,7 @@ _SETTINGS = (
     "log_format",
     "http",
     "metrics_max_tubes",
+    "admin_token_file",
     "tls_cert",
     "tls_key",
     "tls_client_ca",
@@ -128,8 +129,8 @@ Precedence: flag > BEANPOLE_* environment variable > --config file > default.
 The TOML file holds the settings under [beanpole] (or at the top level) with
 the field names: listen, port, unix_mode, max_job_size, user, verbose, threads,
 binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt, hooks, hook_queue,
-log_format, http, metrics_max_tubes, tls_cert, tls_key, tls_client_ca,
-max_connections, max_memory.
+log_format, http, metrics_max_tubes, admin_token_file, tls_cert, tls_key,
+tls_client_ca, max_connections, max_memory.
 
 \b
 Write-ahead log: with -b DIR every change to the jobs is logged in DIR and
@@ -197,6 +198,7 @@ clients with a certificate signed by that CA.
 @click.option("--log-format", type=click.Choice(LOG_FORMATS), help=_help("log_format"))
 @click.option("--http", metavar="[HOST:]PORT", help=_help("http", "off"))
 @click.option("--metrics-max-tubes", type=int, metavar="N", help=_help("metrics_max_tubes"))
+@click.option("--admin-token-file", metavar="FILE", help=_help("admin_token_file", "none"))
 @click.option("--tls-cert", metavar="FILE", help=_help("tls_cert"))
 @click.option("--tls-key", metavar="FILE", help=_help("tls_key"))
 @click.option("--tls-client-ca", metavar="FILE", help=_help("tls_client_ca"))

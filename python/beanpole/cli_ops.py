@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from beanpole.cli_tls import tls_client_options
-from beanpole.config import Config, help_text
+from beanpole.config import Config, env_var, help_text
 from beanpole.statsclient import Stats, StatsClient, StatsError
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ def top(host: str, tls: TLSOptions | None, interval: float, once: bool) -> None:
     "http",
     required=True,
     metavar="[HOST:]PORT",
-    help="Serve /metrics here; loopback when no host is given.",
+    help="Serve /metrics and the dashboard here; loopback when no host is given.",
 )
 @click.option(
     "--metrics-max-tubes",
@@ -200,13 +200,28 @@ def top(host: str, tls: TLSOptions | None, interval: float, once: bool) -> None:
     metavar="SECONDS",
     help="How long a scrape waits for each server.",
 )
-def exporter(targets: Sequence[str], http: str, metrics_max_tubes: int, timeout: float) -> None:
-    """Serve Prometheus metrics of beanstalkd-protocol servers (label `server`).
+@click.option(
+    "--admin-token-file",
+    envvar=env_var("admin_token_file"),
+    metavar="FILE",
+    help=f"{help_text('admin_token_file')}  [env: {env_var('admin_token_file')}]",
+)
+def exporter(
+    targets: Sequence[str],
+    http: str,
+    metrics_max_tubes: int,
+    timeout: float,
+    admin_token_file: str | None,
+) -> None:
+    """Serve Prometheus metrics and the web dashboard of beanstalkd-protocol servers.
 
-    The metric names are those of `beanpole serve --http`, so the same dashboards and
-    alerts work for stock beanstalkd. Runs until SIGTERM or SIGINT.
+    The metric names are those of `beanpole serve --http` (with a label `server`), so
+    the same dashboards and alerts work for stock beanstalkd; the page at / shows the
+    servers, with a selector when there are several. Runs until SIGTERM or SIGINT.
     """
+    from beanpole import logs
     from beanpole.addr import describe, parse_server
+    from beanpole.dashboard import Dashboard, RemoteSource, TokenError, load_token
     from beanpole.http import HttpServer, metrics_route
 
     try:
@@ -214,6 +229,13 @@ def exporter(targets: Sequence[str], http: str, metrics_max_tubes: int, timeout:
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="'--target'") from None
     labelled = [(describe(a), a) for a in addresses]
+    if len(set(label for label, _a in labelled)) < len(labelled):
+        raise click.BadParameter("a server is given twice", param_hint="'--target'")
+    try:
+        token = None if admin_token_file is None else load_token(admin_token_file)
+    except TokenError as err:
+        raise click.BadParameter(str(err), param_hint="'--admin-token-file'") from None
+    logs.setup(0, "text")  # the dashboard's actions are logged
     pool = ThreadPoolExecutor(max_workers=min(8, len(labelled)), thread_name_prefix="scrape")
 
     def fetch(address: Any) -> Any:
@@ -238,21 +260,28 @@ def exporter(targets: Sequence[str], http: str, metrics_max_tubes: int, timeout:
     def healthz() -> tuple[int, str, bytes]:
         return 200, "text/plain; charset=utf-8", b"ok\n"
 
+    dashboard = Dashboard([RemoteSource(a, label, timeout) for label, a in labelled], token)
     try:
         endpoint = HttpServer(
-            http, {"/metrics": metrics_route(collect_into, ("server",)), "/healthz": healthz}
+            http,
+            {"/metrics": metrics_route(collect_into, ("server",)), "/healthz": healthz},
+            dashboard,
         )
     except ValueError as err:
+        dashboard.close()
         raise click.BadParameter(str(err), param_hint="'--http'") from None
     except OSError as err:
+        dashboard.close()
         raise click.ClickException(f"cannot listen on {http}: {err.strerror or err}") from None
     host, port = endpoint.address
     shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     names = ", ".join(label for label, _ in labelled)
     click.echo(f"beanpole exporter: http://{shown}/metrics for {names}", err=True)
+    click.echo(f"beanpole exporter: dashboard on http://{shown}/", err=True)
     sys.stderr.flush()
     _wait_for_stop_signal()
     endpoint.close()
+    dashboard.close()
     pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -277,7 +306,9 @@ def report_http(server: Server) -> None:
         return
     host, port = address
     shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    logging.getLogger("beanpole").info("metrics on http://%s/metrics", shown)
+    logger = logging.getLogger("beanpole")
+    logger.info("metrics on http://%s/metrics", shown)
+    logger.info("dashboard on http://%s/", shown)
 
 
 def register(group: click.Group) -> None:

@@ -102,6 +102,7 @@ class ConfigChanges(TypedDict, total=False):
     # -- metrics and the HTTP endpoint --
     http: str | None
     metrics_max_tubes: int
+    admin_token_file: str | None
     tls_cert: str | None
     tls_key: str | None
     tls_client_ca: str | None
@@ -212,6 +213,12 @@ class Config:
         doc="Tubes with series of their own in /metrics (the busiest); the rest are "
         'summed under tube="_other".',
     )
+    admin_token_file: str | None = _setting(
+        None,
+        flag="--admin-token-file",
+        doc="File holding the token that allows the dashboard's actions (kick, delete, "
+        "pause, clear) on the --http endpoint; without it the actions are refused.",
+    )
     tls_cert: str | None = _setting(
         None,
         flag="--tls-cert",
@@ -274,7 +281,7 @@ class Config:
             )
         _check_http(self.http)
         _check_int("metrics_max_tubes", self.metrics_max_tubes, low=0, high=_INT64_MAX)
-        for name in ("tls_cert", "tls_key", "tls_client_ca"):
+        for name in ("admin_token_file", "tls_cert", "tls_key", "tls_client_ca"):
             if isinstance(getattr(self, name), os.PathLike):
                 object.__setattr__(self, name, os.fspath(getattr(self, name)))
             _check_file(name, getattr(self, name))
@@ -628,6 +635,7 @@ _ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "log_format": _parse_str,
     "http": _parse_str,
     "metrics_max_tubes": _parse_int,
+    "admin_token_file": _parse_str,
     "tls_cert": _parse_str,
     "tls_key": _parse_str,
     "tls_client_ca": _parse_str,

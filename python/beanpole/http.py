@@ -1,9 +1,11 @@
-"""The HTTP endpoint: ``/metrics`` (Prometheus text format), ``/healthz`` and ``/readyz``.
+"""The HTTP endpoint: ``/metrics`` (Prometheus text format), ``/healthz``, ``/readyz``
+and the web dashboard (``/`` and ``/api/...``, see :mod:`beanpole.dashboard`).
 
 A :class:`HttpServer` is a standard-library threading HTTP server on a daemon thread
-with a table of routes; it serves an embedded server (``beanpole serve --http``, started
-and stopped by :class:`beanpole.Server`) and ``beanpole exporter``. Each request runs on a
-thread of its own, so a slow scrape does not hold up a health check.
+with a table of routes and, for every other path, an optional :data:`App` (the
+dashboard); it serves an embedded server (``beanpole serve --http``, started and stopped
+by :class:`beanpole.Server`) and ``beanpole exporter``. Each request runs on a thread of
+its own, so a slow scrape does not hold up a health check.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import socket
 import socketserver
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
@@ -21,12 +24,50 @@ if TYPE_CHECKING:
     from beanpole.metrics import MetricsBuilder
     from beanpole.server import Server
 
-__all__ = ["HttpServer", "Response", "collector_of", "metrics_route", "serve_http"]
+__all__ = [
+    "App",
+    "HttpServer",
+    "Reply",
+    "Request",
+    "Response",
+    "collector_of",
+    "metrics_route",
+    "serve_http",
+]
 
 #: status, content type, body
 Response: TypeAlias = tuple[int, str, bytes]
 Route: TypeAlias = Callable[[], Response]
 _TEXT: Final = "text/plain; charset=utf-8"
+#: The largest request body read (the dashboard's actions are a few bytes of JSON).
+MAX_REQUEST_BODY: Final = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request handed to an :data:`App`: ``path`` without the query, still
+    percent-encoded (so a tube name holding ``/`` stays one segment)."""
+
+    method: str
+    path: str
+    query: str
+    headers: Mapping[str, str]
+    body: bytes
+    client: str
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What an :data:`App` answers: a :data:`Response` and extra headers."""
+
+    status: int
+    content_type: str
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+#: Serves the paths that are not routes, GET and POST (None: not its path, 404).
+App: TypeAlias = Callable[[Request], Reply | None]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -40,17 +81,58 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         route = self.server.routes.get(path)
         if route is None:
-            status, ctype, body = 404, _TEXT, b"not found\n"
-        else:
+            self._to_app(b"")
+            return
+        try:
+            status, ctype, body = route()
+        except Exception as err:  # a failing scrape is answered, never fatal
+            status, ctype, body = 500, _TEXT, f"error: {err}\n".encode()
+        self._send(Reply(status, ctype, body))
+
+    def do_HEAD(self) -> None:
+        self.do_GET()  # the same answer without its body (see _send)
+
+    def do_POST(self) -> None:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= MAX_REQUEST_BODY:
+            self.close_connection = True
+            self._send(Reply(413, _TEXT, b"request body too large\n"))
+            return
+        self._to_app(self.rfile.read(length))
+
+    def _to_app(self, body: bytes) -> None:
+        app = self.server.app
+        path, _sep, query = self.path.partition("?")
+        reply = None
+        if app is not None:
+            request = Request(
+                self.command,
+                path,
+                query,
+                {k.lower(): v for k, v in self.headers.items()},
+                body,
+                str(self.client_address[0]),
+            )
             try:
-                status, ctype, body = route()
-            except Exception as err:  # a failing scrape is answered, never fatal
-                status, ctype, body = 500, _TEXT, f"error: {err}\n".encode()
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
+                reply = app(request)
+            except Exception as err:  # answered, never fatal to the endpoint
+                reply = Reply(500, _TEXT, f"error: {err}\n".encode())
+        if reply is None:
+            reply = Reply(404, _TEXT, b"not found\n")
+        self._send(reply)
+
+    def _send(self, reply: Reply) -> None:
+        self.send_response(reply.status)
+        self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(reply.body)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(reply.body)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # requests are not logged
@@ -59,6 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Listener(ThreadingHTTPServer):
     daemon_threads = True
     routes: Mapping[str, Route]
+    app: App | None = None
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind looks up the host's fully qualified name, which can
@@ -74,14 +157,18 @@ class _Listener6(_Listener):
 
 
 class HttpServer:
-    """Serves ``routes`` (path -> function giving a :data:`Response`) on ``address``
-    (``[HOST:]PORT``) from a daemon thread, until :meth:`close`."""
+    """Serves ``routes`` (path -> function giving a :data:`Response`) and, for other
+    paths, ``app`` on ``address`` (``[HOST:]PORT``) from a daemon thread, until
+    :meth:`close`."""
 
-    def __init__(self, address: str, routes: Mapping[str, Route]) -> None:
+    def __init__(
+        self, address: str, routes: Mapping[str, Route], app: App | None = None
+    ) -> None:
         host, port = parse_http(address)
         cls = _Listener6 if ":" in host else _Listener
         listener = cls((host, port), _Handler)
         listener.routes = routes
+        listener.app = app
         self._listener = listener
         bound = listener.server_address
         self.address: tuple[str, int] = (str(bound[0]), int(bound[1]))
@@ -134,8 +221,9 @@ def collector_of(server: Server) -> Callable[[MetricsBuilder], None]:
     return collect_into
 
 
-def serve_http(server: Server, address: str) -> HttpServer:
-    """The endpoint of an embedded server: its metrics, health and readiness."""
+def serve_http(server: Server, address: str, app: App | None = None) -> HttpServer:
+    """The endpoint of an embedded server: its metrics, health and readiness, and
+    ``app`` (the dashboard) for the other paths."""
 
     def healthz() -> Response:
         if server.running:
@@ -151,6 +239,7 @@ def serve_http(server: Server, address: str) -> HttpServer:
     return HttpServer(
         address,
         {"/metrics": metrics_route(collector_of(server)), "/healthz": healthz, "/readyz": readyz},
+        app,
     )
 
 

@@ -29,6 +29,7 @@ from beanpole.hooks import Dispatcher, Hook, check_kind
 if TYPE_CHECKING:
     from beanpole._core import Admin, ServerHandle, _StatValue
     from beanpole.admin import Snapshot
+    from beanpole.dashboard import Dashboard
     from beanpole.http import HttpServer
 
 __all__ = ["Server", "ServerError"]
@@ -80,6 +81,7 @@ class Server:
         # Admin calls and the HTTP endpoint (see the section at the end of the class).
         self._admin: Admin | None = None
         self._http: HttpServer | None = None
+        self._dashboard: Dashboard | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -103,6 +105,8 @@ class Server:
             account = _lookup_user(cfg.user) if cfg.user is not None else None
             if account is not None and cfg.binlog_dir is not None:
                 _check_log_dir_for(account, cfg.binlog_dir)
+            # Read before switching user: the token file may be readable by root only.
+            token = _admin_token(cfg)
             try:
                 handle = _start_native(cfg, self._listen_fds)
             finally:
@@ -123,7 +127,7 @@ class Server:
             self._address = handle.address
             self._addresses = tuple(handle.addresses)
             self._hooks.attach(handle)
-            self._start_http(handle)
+            self._start_http(handle, token)
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -395,6 +399,12 @@ class Server:
         buried. Returns how many were kicked."""
         return _admin_call(self._admin_handle().kick, tube, n)
 
+    def admin(self) -> Admin:
+        """The native admin calls (``beanpole._core.Admin``) behind the methods above,
+        with those the dashboard's actions use: ``peek``, ``peek_job``, ``kick_job``,
+        ``delete`` and ``clear``. A missing tube or job raises ``KeyError``."""
+        return self._admin_handle()
+
     def snapshot(self, max_tubes: int | None = None) -> Snapshot:
         """``stats`` (with the log's health) and every tube's ``stats-tube``, read under
         one acquisition of the store lock: what the metrics are built from.
@@ -421,6 +431,10 @@ class Server:
         http = self._http
         return None if http is None else http.address
 
+    def dashboard(self) -> Dashboard | None:
+        """The web dashboard served on the HTTP endpoint, or None without ``http``."""
+        return self._dashboard
+
     def _admin_handle(self) -> Admin:
         handle = self._running_handle()
         if self._admin is None:
@@ -429,14 +443,18 @@ class Server:
             self._admin = Admin(handle)
         return self._admin
 
-    def _start_http(self, handle: ServerHandle) -> None:
+    def _start_http(self, handle: ServerHandle, token: bytes | None) -> None:
         if self._config.http is None:
             return
+        from beanpole.dashboard import Dashboard, LocalSource
         from beanpole.http import serve_http
 
+        dashboard = Dashboard([LocalSource(self)], token)
         try:
-            self._http = serve_http(self, self._config.http)
+            self._http = serve_http(self, self._config.http, dashboard)
+            self._dashboard = dashboard
         except OSError as err:
+            dashboard.close()
             handle.stop()
             self._stopping = True
             reason = err.strerror or str(err)
@@ -448,6 +466,9 @@ class Server:
         http, self._http = self._http, None
         if http is not None:
             http.close()
+        dashboard, self._dashboard = self._dashboard, None
+        if dashboard is not None:
+            dashboard.close()
 
     def __repr__(self) -> str:
         if self._handle is None:
@@ -506,6 +527,19 @@ def _admin_call(call: Callable[..., _R], *args: object) -> _R:
         from beanpole.admin import NotFoundError
 
         raise NotFoundError(*err.args) from None
+
+
+def _admin_token(cfg: Config) -> bytes | None:
+    """The dashboard's admin token, read from ``admin_token_file`` (None without one
+    or without ``http``)."""
+    if cfg.admin_token_file is None or cfg.http is None:
+        return None
+    from beanpole.dashboard import TokenError, load_token
+
+    try:
+        return load_token(cfg.admin_token_file)
+    except TokenError as err:
+        raise ServerError(str(err)) from None
 
 
 def _start_native(cfg: Config, listen_fds: tuple[int, ...] = ()) -> ServerHandle:

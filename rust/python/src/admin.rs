@@ -6,9 +6,10 @@
 
 use beanpole_engine::server::{Admin, AdminError};
 use beanpole_engine::stats::{self, StatValue, TubeStats};
+use beanpole_engine::store::Which;
 use pyo3::exceptions::{PyKeyError, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::PyServerHandle;
 
@@ -22,7 +23,34 @@ fn to_py_err(e: AdminError) -> PyErr {
     match e {
         AdminError::NoTube(_) | AdminError::NoJob(_) => PyKeyError::new_err(e.to_string()),
         AdminError::NoLogRoom => PyOSError::new_err(e.to_string()),
+        AdminError::Reserved(_) | AdminError::NotKickable(_) => {
+            PyValueError::new_err(e.to_string())
+        }
     }
+}
+
+fn which_arg(state: &str) -> PyResult<Which> {
+    match state {
+        "ready" => Ok(Which::Ready),
+        "delayed" => Ok(Which::Delayed),
+        "buried" => Ok(Which::Buried),
+        _ => Err(PyValueError::new_err(format!(
+            "state must be ready, delayed or buried, got {state:?}"
+        ))),
+    }
+}
+
+/// A peeked job as `(id, body size, the body's first max_bytes bytes)`; the CRLF
+/// that ends a stored body is not counted or shown.
+fn peeked<'py>(
+    py: Python<'py>,
+    (id, body): (u64, impl AsRef<[u8]>),
+    max_bytes: usize,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let body = body.as_ref();
+    let size = body.len().saturating_sub(2);
+    let shown = PyBytes::new(py, &body[..size.min(max_bytes)]);
+    (id, size, shown).into_pyobject(py)
 }
 
 fn set_stat(dict: &Bound<'_, PyDict>, key: &str, value: StatValue) -> PyResult<()> {
@@ -110,6 +138,50 @@ impl PyAdmin {
     fn kick(&self, py: Python<'_>, name: &str, bound: i64) -> PyResult<u32> {
         let bound = u32_arg("bound", bound)?;
         py.detach(|| self.inner.kick(name.as_bytes(), bound))
+            .map_err(to_py_err)
+    }
+
+    /// `peek ID`: `(id, body size, first max_bytes bytes of the body)`.
+    fn peek_job<'py>(
+        &self,
+        py: Python<'py>,
+        id: u64,
+        max_bytes: usize,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let job = py.detach(|| self.inner.peek_job(id)).map_err(to_py_err)?;
+        peeked(py, job, max_bytes)
+    }
+
+    /// The next `state` (ready, delayed, buried) job of tube `name`, as `peek_job`
+    /// gives it, or None when it has none.
+    fn peek<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        state: &str,
+        max_bytes: usize,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let which = which_arg(state)?;
+        let job = py
+            .detach(|| self.inner.peek(name.as_bytes(), which))
+            .map_err(to_py_err)?;
+        job.map(|j| peeked(py, j, max_bytes)).transpose()
+    }
+
+    fn kick_job(&self, py: Python<'_>, id: u64) -> PyResult<()> {
+        py.detach(|| self.inner.kick_job(id)).map_err(to_py_err)
+    }
+
+    fn delete(&self, py: Python<'_>, id: u64) -> PyResult<()> {
+        py.detach(|| self.inner.delete(id)).map_err(to_py_err)
+    }
+
+    /// Delete up to `limit` of tube `name`'s `state` jobs under one lock; returns
+    /// how many were deleted.
+    fn clear(&self, py: Python<'_>, name: &str, state: &str, limit: i64) -> PyResult<u32> {
+        let which = which_arg(state)?;
+        let limit = u32_arg("limit", limit)?;
+        py.detach(|| self.inner.clear(name.as_bytes(), which, limit))
             .map_err(to_py_err)
     }
 

@@ -10,10 +10,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
+
 use thiserror::Error;
 
 use super::Shared;
 use crate::stats::{JobStats, StatValue, TubeStats};
+use crate::store::{NotDeleted, Which};
 
 /// Why an admin call did nothing.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -24,6 +27,10 @@ pub enum AdminError {
     NoJob(u64),
     #[error("the log has no room for the change; try again once it has caught up")]
     NoLogRoom,
+    #[error("job {0} is reserved by a worker")]
+    Reserved(u64),
+    #[error("job {0} is neither buried nor delayed")]
+    NotKickable(u64),
 }
 
 /// Everything the metrics need, read under one acquisition of the store lock.
@@ -115,6 +122,74 @@ impl Admin {
         // connection that has hung up.
         self.shared.write_log(self.shared.finish(settled));
         kicked.ok_or_else(|| AdminError::NoTube(lossy(name)))
+    }
+
+    /// `peek ID`: the job's id and body (CRLF included).
+    pub fn peek_job(&self, id: u64) -> Result<(u64, Bytes), AdminError> {
+        self.shared.lock().peek(id).ok_or(AdminError::NoJob(id))
+    }
+
+    /// `peek-ready`, `peek-delayed` or `peek-buried` on tube `name`: None when the
+    /// tube has no such job.
+    pub fn peek(&self, name: &[u8], which: Which) -> Result<Option<(u64, Bytes)>, AdminError> {
+        self.shared
+            .lock()
+            .peek_in(name, which)
+            .ok_or_else(|| AdminError::NoTube(lossy(name)))
+    }
+
+    /// `kick-job ID`: a buried or delayed job made ready.
+    pub fn kick_job(&self, id: u64) -> Result<(), AdminError> {
+        self.change(|store, now| {
+            if store.kick_job(id, now) {
+                Ok(())
+            } else if store.peek(id).is_some() {
+                Err(AdminError::NotKickable(id))
+            } else {
+                Err(AdminError::NoJob(id))
+            }
+        })
+    }
+
+    /// `delete ID` of a job no worker holds (ready, delayed or buried).
+    pub fn delete(&self, id: u64) -> Result<(), AdminError> {
+        self.change(|store, _now| {
+            store.delete_unreserved(id).map_err(|e| match e {
+                NotDeleted::Missing => AdminError::NoJob(id),
+                NotDeleted::Reserved => AdminError::Reserved(id),
+            })
+        })
+    }
+
+    /// Delete up to `limit` of tube `name`'s `which` jobs, next first, under one
+    /// acquisition of the lock; returns how many were deleted. Callers clearing a
+    /// large tube call it again until it returns fewer than `limit`, so connections
+    /// get the lock in between.
+    pub fn clear(&self, name: &[u8], which: Which, limit: u32) -> Result<u32, AdminError> {
+        self.change(|store, _now| {
+            store
+                .clear_in(name, which, limit)
+                .ok_or_else(|| AdminError::NoTube(lossy(name)))
+        })
+    }
+
+    /// Run a change under the store lock (refused when the log has no room for
+    /// its records), then settle and write the log as a connection does.
+    fn change<T>(
+        &self,
+        apply: impl FnOnce(&mut crate::store::Store, u64) -> Result<T, AdminError>,
+    ) -> Result<T, AdminError> {
+        let now = self.shared.now();
+        let (result, settled) = {
+            let mut store = self.shared.lock();
+            if !store.log_room_for_update() {
+                return Err(AdminError::NoLogRoom);
+            }
+            let result = apply(&mut store, now);
+            (result, self.shared.settle(&mut store))
+        };
+        self.shared.write_log(self.shared.finish(settled));
+        result
     }
 
     /// `stats` and every tube's `stats-tube` under one acquisition of the lock.
@@ -294,6 +369,68 @@ mod tests {
         );
         assert_eq!(admin.job_stats(1).unwrap().tube, b"t0");
         assert_eq!(admin.tubes(), vec![b"default".to_vec(), b"t0".to_vec()]);
+    }
+
+    #[test]
+    fn peek_kick_delete_and_clear() {
+        let admin = admin_with(&[3]);
+        let (id, body) = admin.peek(b"t0", Which::Ready).unwrap().unwrap();
+        assert_eq!((id, &body[..]), (1, &b"x\r\n"[..]));
+        assert_eq!(admin.peek(b"t0", Which::Buried).unwrap(), None);
+        assert_eq!(
+            admin.peek(b"nope", Which::Ready).unwrap_err(),
+            AdminError::NoTube("nope".into())
+        );
+        assert_eq!(admin.peek_job(2).unwrap().0, 2);
+        assert_eq!(admin.kick_job(2).unwrap_err(), AdminError::NotKickable(2));
+        assert_eq!(admin.kick_job(99).unwrap_err(), AdminError::NoJob(99));
+        admin.delete(1).unwrap();
+        assert_eq!(admin.delete(1).unwrap_err(), AdminError::NoJob(1));
+        assert_eq!(admin.tube_stats(b"t0").unwrap().cmd_delete, 1);
+        assert_eq!(admin.clear(b"t0", Which::Buried, 10).unwrap(), 0);
+        assert_eq!(admin.clear(b"t0", Which::Ready, 1).unwrap(), 1);
+        assert_eq!(admin.clear(b"t0", Which::Ready, 10).unwrap(), 1);
+        let t = admin.tube_stats(b"t0").unwrap();
+        assert_eq!((t.ready, t.cmd_delete), (0, 3));
+    }
+
+    #[test]
+    fn clearing_each_state_keeps_the_store_consistent() {
+        use crate::store::{Delivery, ReserveOutcome};
+
+        let shared = Arc::new(Shared::new(65535, 0, None));
+        let held = {
+            let mut store = shared.lock();
+            let conn = store.connect(Arc::new(Nobody));
+            store.use_tube(conn, b"q");
+            store.watch(conn, b"q");
+            store.ignore(conn, b"default").unwrap();
+            let now = shared.now();
+            for i in 0..9u32 {
+                let id = store.begin_put(conn);
+                let delay = if i % 3 == 1 { 100 } else { 0 };
+                let body = Bytes::from_static(b"x\r\n");
+                store.put(conn, id, i, delay, 60, body, now).unwrap();
+            }
+            let mut reserve = || match store.reserve(conn, Some(0), now) {
+                ReserveOutcome::Now(Delivery::Reserved { id, .. }) => id,
+                other => panic!("{other:?}"),
+            };
+            let (a, b, held) = (reserve(), reserve(), reserve());
+            assert!(store.bury(conn, a, 0) && store.bury(conn, b, 0));
+            held
+        };
+        let admin = Admin::new(shared.clone());
+        let t = admin.tube_stats(b"q").unwrap();
+        assert_eq!((t.ready, t.delayed, t.buried, t.reserved), (3, 3, 2, 1));
+        assert_eq!(admin.delete(held).unwrap_err(), AdminError::Reserved(held));
+        for (which, n) in [(Which::Buried, 2), (Which::Delayed, 3), (Which::Ready, 3)] {
+            assert_eq!(admin.clear(b"q", which, 100).unwrap(), n);
+            shared.lock().check_invariants().unwrap();
+        }
+        let t = admin.tube_stats(b"q").unwrap();
+        assert_eq!((t.ready, t.delayed, t.buried, t.reserved), (0, 0, 0, 1));
+        assert_eq!(t.cmd_delete, 8);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! Invariant kept after every method: no unpaused tube has both ready jobs and a
 //! waiting connection, so serving one tube after a change is all that is needed.
 
+mod admin_ops;
 mod body;
 mod check;
 mod conn;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use self::admin_ops::{NotDeleted, Which};
 pub use self::conn::ConnState;
 use self::heap::{DelayEntry, Entry};
 use self::job::JobTable;

@@ -1,0 +1,123 @@
+"""Helpers of the dashboard tests: JSON API calls over real HTTP, a token file, and
+``beanpole exporter`` as a real child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+TIMEOUT = 20.0
+TOKEN = "open-sesame-0123456789"
+
+
+def base_url(address: tuple[str, int]) -> str:
+    host, port = address
+    return f"http://{host}:{port}"
+
+
+def get(base: str, path: str) -> tuple[int, dict[str, str], bytes]:
+    """GET ``path``: status, headers (lower-case names) and body, errors included."""
+    try:
+        with urllib.request.urlopen(base + path, timeout=TIMEOUT) as r:
+            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+    except urllib.error.HTTPError as err:
+        return err.code, {k.lower(): v for k, v in err.headers.items()}, err.read()
+
+
+def get_json(base: str, path: str, status: int = 200) -> Any:
+    code, headers, body = get(base, path)
+    assert code == status, body
+    assert headers["content-type"] == "application/json"
+    return json.loads(body)
+
+
+def post(
+    base: str,
+    path: str,
+    body: Any = None,
+    *,
+    token: str | None = None,
+    header: str = "Authorization",
+) -> tuple[int, Any]:
+    """POST JSON to ``path`` with the token in ``header``: status and decoded reply."""
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers[header] = f"Bearer {token}" if header == "Authorization" else token
+    data = json.dumps({} if body is None else body).encode()
+    request = urllib.request.Request(base + path, data=data, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def token_file(tmp_path: Path, token: str = TOKEN) -> Path:
+    path = tmp_path / "admin-token"
+    path.write_text(token + "\n")
+    path.chmod(0o600)
+    return path
+
+
+class Child:
+    """``python -m beanpole ARGS`` with its stderr read line by line."""
+
+    def __init__(self, *args: str) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BEANPOLE_")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "beanpole", *args],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def wait_line(self, pattern: str) -> re.Match[str]:
+        while True:
+            line = self.lines.get(timeout=TIMEOUT)
+            assert line is not None, f"stderr closed; it said {self.seen!r}"
+            self.seen.append(line)
+            match = re.search(pattern, line)
+            if match:
+                return match
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=TIMEOUT)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def exporter(targets: list[str], token: Path | None = None) -> tuple[Child, str]:
+    """``beanpole exporter`` for ``targets`` on a free port: the child and its base URL."""
+    args = ["exporter", "--http", "127.0.0.1:0"]
+    for target in targets:
+        args += ["--target", target]
+    if token is not None:
+        args += ["--admin-token-file", str(token)]
+    child = Child(*args)
+    match = child.wait_line(r"dashboard on (http://127\.0\.0\.1:\d+)/")
+    return child, match.group(1)
