@@ -3,7 +3,8 @@
 //! * [`command`] encodes command lines (and put bodies) into a byte buffer;
 //! * [`reply`] parses reply lines and bodies from a byte buffer, never panicking;
 //! * [`conn`] owns one TCP or Unix-socket connection and runs a command to its reply;
-//! * [`batch`] pipelines many commands in bounded windows.
+//! * [`batch`] pipelines many commands in bounded windows;
+//! * [`shard`] picks the server of a key (rendezvous hashing).
 //!
 //! Limits and reply words come from the engine's `protocol` module, so the client
 //! and the server agree on them by construction. Nothing here knows about Python.
@@ -13,6 +14,7 @@ pub mod command;
 pub mod conn;
 pub mod error;
 pub mod reply;
+pub mod shard;
 
 pub use batch::DEFAULT_WINDOW;
 pub use command::Command;
