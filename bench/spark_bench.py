@@ -11,8 +11,13 @@ What is measured:
   100-byte bodies, put by pipelined clients into an embedded server that is then
   stopped; every row goes through a ``noop`` sink, so the rows are read in the
   executors and none travel to the driver. Jobs mode and records mode.
-- ``writer``, ``stream``: the writer and the streaming reader of format ``beanpole``
-  come with those sources; their figures are added to FIGURES below.
+- ``writer``: N rows of 100-byte bodies written into one embedded server, three ways
+  side by side: ``df.write.format("beanpole")``; greenstalk ``put`` per row in
+  ``foreachPartition`` (what people write today); and a hand-pipelined socket loop in
+  ``foreachPartition`` (10,000 puts written before their replies are read). Each run
+  gets a fresh server, and every run checks the server holds exactly N jobs.
+- ``stream``: the streaming reader of format ``beanpole`` comes with that source; its
+  figure is added to FIGURES below.
 
 The JVM start (``getOrCreate``) and the first query (Spark starts its Python
 workers then) are reported apart from the warm runs; figures are medians of the
@@ -126,11 +131,107 @@ def binlog_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str,
         return out
 
 
-# Each figure: a function of (spark, jobs, runs, body_size). The writer (1M rows into
-# one server, against greenstalk put in foreachPartition and a hand-pipelined socket
-# loop) and the streaming read through a noop sink are added here with their sources.
+def _baselines(address: tuple[str, int], tube: str) -> dict[str, Callable[[Any], None]]:
+    """The foreachPartition functions of the baselines. They are made here, as
+    closures, so Spark ships them to its workers by value."""
+    host, port = address
+
+    def greenstalk_put(rows: Any) -> None:
+        import greenstalk
+
+        with greenstalk.Client((host, port), encoding=None, use=tube) as c:
+            for row in rows:
+                c.put(bytes(row.body))
+
+    def socket_loop(rows: Any) -> None:
+        import socket as sockets
+
+        def flush(sock: Any, parts: list[bytes], n: int) -> None:
+            sock.sendall(b"".join(parts))
+            replies = b""
+            while replies.count(b"\r\n") < n:
+                chunk = sock.recv(1 << 20)
+                if not chunk:
+                    raise RuntimeError("the server closed the connection")
+                replies += chunk
+            if replies.count(b"INSERTED ") != n:
+                raise RuntimeError(f"a put failed: {replies[:200]!r}")
+
+        with sockets.create_connection((host, port)) as sock:
+            sock.sendall(b"use %s\r\n" % tube.encode())
+            if not sock.recv(1024).startswith(b"USING"):
+                raise RuntimeError("use failed")
+            parts: list[bytes] = []
+            n = 0
+            for row in rows:
+                body = bytes(row.body)
+                parts.append(b"put 65536 0 60 %d\r\n%s\r\n" % (len(body), body))
+                n += 1
+                if n == PUT_CHUNK:
+                    flush(sock, parts, n)
+                    parts, n = [], 0
+            if n:
+                flush(sock, parts, n)
+
+    return {"greenstalk": greenstalk_put, "socket loop": socket_loop}
+
+
+WRITERS = ("beanpole", "greenstalk", "socket loop")
+
+
+def timed_write(spark: Any, df: Any, how: str, jobs: int) -> float:
+    """One write of ``df`` into a fresh server; seconds. Checks every row arrived."""
+    with beanpole.Server(listen="127.0.0.1", port=0) as srv:
+        address = srv.address
+        assert isinstance(address, tuple)
+        tube = "bench"
+        started = time.perf_counter()
+        if how == "beanpole":
+            df.write.format("beanpole").option("servers", f"{address[0]}:{address[1]}").option(
+                "tube", tube
+            ).mode("append").save()
+        else:
+            df.foreachPartition(_baselines(address, tube)[how])
+        took = time.perf_counter() - started
+        with beanpole.Client(address) as c:
+            stored = c.stats_tube(tube)["current-jobs-ready"]
+        if stored != jobs:
+            raise RuntimeError(f"{how}: the server holds {stored} jobs, {jobs} were written")
+    return took
+
+
+def writer_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str, Any]:
+    """The writer's figure: rows per second of the three writers, run in turn."""
+    df = spark.range(0, jobs, numPartitions=2).selectExpr(
+        f"cast(repeat('b', {body_size}) as binary) as body"
+    )
+    out: dict[str, Any] = {"jobs": jobs, "body_size": body_size, "writers": {}}
+    firsts = {how: timed_write(spark, df, how, jobs) for how in WRITERS}
+    warm: dict[str, list[float]] = {how: [] for how in WRITERS}
+    for _ in range(runs):
+        # Interleaved, so that a busy moment on the machine falls on every contender.
+        for how in WRITERS:
+            warm[how].append(timed_write(spark, df, how, jobs))
+    for how in WRITERS:
+        median = statistics.median(warm[how])
+        out["writers"][how] = {
+            "first_s": firsts[how],
+            "warm_s": warm[how],
+            "median_s": median,
+            "rows_per_s": jobs / median,
+        }
+    ours = out["writers"]["beanpole"]["rows_per_s"]
+    out["ratios"] = {
+        how: ours / out["writers"][how]["rows_per_s"] for how in WRITERS if how != "beanpole"
+    }
+    return out
+
+
+# Each figure: a function of (spark, jobs, runs, body_size). The streaming read through
+# a noop sink is added here with its source.
 FIGURES: dict[str, Callable[[Any, int, int, int], dict[str, Any]]] = {
     "binlog": binlog_figure,
+    "writer": writer_figure,
 }
 
 
@@ -159,6 +260,23 @@ def report(result: dict[str, Any]) -> None:
                 f"  {mode:8} {m['rows_per_s']:>12,.0f} rows/s  median {m['median_s']:.3f} s "
                 f"(warm runs {warm}; first query {m['first_s']:.2f} s)"
             )
+    if result.get("writer"):
+        report_writer(result["writer"])
+
+
+def report_writer(figure: dict[str, Any]) -> None:
+    print(
+        f"writer, {figure['jobs']:,} rows of {figure['body_size']} bytes into one server "
+        "(median of warm runs):"
+    )
+    for how in WRITERS:
+        w = figure["writers"][how]
+        warm = ", ".join(f"{s:.2f}" for s in w["warm_s"])
+        ratio = f"  beanpole is {figure['ratios'][how]:.1f}x" if how in figure["ratios"] else ""
+        print(
+            f"  {how:12} {w['rows_per_s']:>12,.0f} rows/s  median {w['median_s']:.3f} s "
+            f"(warm runs {warm}; first {w['first_s']:.2f} s){ratio}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ __all__ = [
     "binlog_table_plan",
     "binlog_table_records",
     "binlog_verify",
+    "shard_column",
 ]
 
 __version__: str
@@ -266,6 +267,24 @@ class NativeClient:
         ttr: int | Iterable[int],
         window: int,
     ) -> list[int]: ...
+    def put_many_columns(
+        self,
+        offsets: Any,
+        data: Any,
+        wide: bool,
+        start: int,
+        length: int,
+        pri: int | tuple[Any, int],
+        delay: int | tuple[Any, int],
+        ttr: int | tuple[Any, int],
+        tubes: tuple[Any, int, list[str]] | None,
+        window: int,
+    ) -> bytes:
+        """Put the items of an Arrow binary/string array; each setting is one int or
+        ``(buffer, offset)`` of a uint32 column, ``tubes`` is ``(int32 index buffer,
+        offset, names)`` or None. The ids as packed little-endian uint64."""
+    def stats_job_many(self, ids: list[int], window: int) -> list[tuple[bytes, int] | None]:
+        """Pipelined stats-job: each job's tube and priority, None when not found."""
     def reserve_many(self, n: int, timeout: int, window: int) -> list[_Job]: ...
     def delete_many(self, ids: Iterable[object], window: int) -> list[int]: ...
     def release_many(
@@ -293,3 +312,17 @@ def binlog_table_beanstalkd_plan(dir: _Path) -> tuple[list[str], list[str]]:
 
 def binlog_table_beanstalkd_jobs(dir: _Path, file: str, now_ns: int) -> list[_Column]:
     """The live jobs whose latest full record is in the beanstalkd file ``file``."""
+
+def shard_column(
+    offsets: Any,
+    data: Any,
+    wide: bool,
+    start: int,
+    length: int,
+    validity: Any | None,
+    servers: list[str],
+    first: int,
+) -> bytes:
+    """The server (an index into ``servers``) of each key of an Arrow binary/string
+    array, by the rendezvous hashing of ``beanpole.sharded``, as packed little-endian
+    uint32; a null key (per ``validity``) goes round robin from ``first``."""

@@ -430,6 +430,35 @@ class Client(Generic[TBody]):
             if previous is not None and self.connected:
                 self.use(previous)
 
+    def put_arrow(
+        self,
+        bodies: Any,
+        *,
+        priority: int | Any = DEFAULT_PRIORITY,
+        delay: int | Any = DEFAULT_DELAY,
+        ttr: int | Any = DEFAULT_TTR,
+        tube: Any = None,
+        window: int = DEFAULT_WINDOW,
+    ) -> Any:
+        """Put every item of a pyarrow binary or string Array, pipelined; the ids, in
+        order, as a ``pyarrow.UInt64Array``.
+
+        ``priority``, ``delay`` and ``ttr`` are one int for all, or a ``uint32`` array
+        with one value per body (no nulls). ``tube`` is None (the tube in use) or a
+        string array (plain or dictionary-encoded) naming each job's tube: a ``use``
+        is sent whenever it changes, and the tube in use afterwards is the last row's.
+        Nothing is read through a Python object per job. A refused item raises
+        ``BatchError`` as ``put_many`` does.
+        """
+        import pyarrow as pa
+
+        from beanpole.client_arrow import put_columns
+
+        if hasattr(bodies, "combine_chunks"):
+            bodies = bodies.combine_chunks()
+        packed = put_columns(self._native, bodies, priority, delay, ttr, tube, window)
+        return pa.Array.from_buffers(pa.uint64(), len(packed) // 8, [None, pa.py_buffer(packed)])
+
     def reserve_many(
         self, n: int, timeout: int = 0, *, window: int = DEFAULT_WINDOW
     ) -> list[Job[TBody]]:
@@ -438,6 +467,16 @@ class Client(Generic[TBody]):
         first TIMED_OUT (or DEADLINE_SOON); fewer than ``n`` jobs is not an error."""
         pairs = self._native.reserve_many(n, timeout, window)
         return [self._job(p) for p in pairs]
+
+    def stats_job_many(
+        self, ids: Iterable[JobOrId], *, window: int = DEFAULT_WINDOW
+    ) -> list[tuple[str, int] | None]:
+        """The tube and priority of every job (pipelined stats-job); None for a job
+        that is not found."""
+        out: list[tuple[str, int] | None] = []
+        for item in self._native.stats_job_many([_id(j) for j in ids], window):
+            out.append(None if item is None else (item[0].decode("utf-8", "replace"), item[1]))
+        return out
 
     def delete_many(self, ids: Iterable[JobOrId], *, window: int = DEFAULT_WINDOW) -> None:
         """Delete every job (ids or Jobs), pipelined."""

@@ -4,7 +4,8 @@
 
 * ``beanpole-binlog``: a write-ahead log directory (or a beanstalkd binlog
   directory) as a table, ``spark.read.format("beanpole-binlog").load(DIR)``.
-* ``beanpole``: the writer and the queue readers (to come; see docs/spark.md).
+* ``beanpole``: DataFrames to jobs (``df.write`` and ``df.writeStream``) and the
+  ready jobs of a tube as a table (``spark.read``); see docs/spark.md.
 
 Importing :mod:`beanpole` does not import this package, so pyspark and pyarrow
 are needed only by those who use it.
@@ -23,12 +24,9 @@ __all__ = ["register", "source_classes"]
 def source_classes() -> list[type]:
     """Every data source class this package provides, in registration order."""
     from .binlog_source import BinlogDataSource
+    from .queue_source import QueueDataSource
 
-    sources: list[type] = [BinlogDataSource]
-    # The writer and the queue readers (format "beanpole": DataFrames to jobs,
-    # batch and streaming reads of a tube) are built on beanpole.Client and are
-    # added here as one more class: a DataSource whose writer(), streamWriter(),
-    # reader() and streamReader() cover items 2 to 4 of docs/spark.md.
+    sources: list[type] = [BinlogDataSource, QueueDataSource]
     return sources
 
 

@@ -5,7 +5,8 @@
 //! * [`conn`] owns one TCP (plain or TLS) or Unix-socket connection and runs a command
 //!   to its reply;
 //! * [`tls`] reads TLS settings from PEM files and does the client's handshake;
-//! * [`batch`] pipelines many commands in bounded windows.
+//! * [`batch`] pipelines many commands in bounded windows;
+//! * [`shard`] picks the server of a key (rendezvous hashing).
 //!
 //! Limits and reply words come from the engine's `protocol` module, so the client
 //! and the server agree on them by construction. Nothing here knows about Python.
@@ -15,6 +16,7 @@ pub mod command;
 pub mod conn;
 pub mod error;
 pub mod reply;
+pub mod shard;
 pub mod tls;
 
 pub use batch::DEFAULT_WINDOW;

@@ -19,7 +19,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator};
 
+mod columns;
 mod items;
+
+pub(crate) use columns::shard_column;
 
 use items::{batch_error, id_from, id_of, job_tuple, push_body, to_py, unexpected, Arrow, Each};
 
@@ -396,6 +399,39 @@ impl PyClient {
             next = end;
             Ok(())
         })
+    }
+
+    /// Put the items of an Arrow binary or string array with per-item settings and
+    /// tubes read from Arrow buffers too; the ids as packed little-endian u64.
+    #[pyo3(signature = (offsets, data, wide, start, length, pri, delay, ttr, tubes, window))]
+    #[allow(clippy::too_many_arguments)]
+    fn put_many_columns(
+        &self,
+        py: Python<'_>,
+        offsets: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        wide: bool,
+        start: usize,
+        length: usize,
+        pri: &Bound<'_, PyAny>,
+        delay: &Bound<'_, PyAny>,
+        ttr: &Bound<'_, PyAny>,
+        tubes: Option<&Bound<'_, PyAny>>,
+        window: usize,
+    ) -> PyResult<Py<PyBytes>> {
+        let arrow = Arrow::new(offsets, data, wide, start, length)?;
+        self.put_columns(py, arrow, pri, delay, ttr, tubes, window)
+    }
+
+    /// Pipelined stats-job: each job's tube and priority, None when not found.
+    #[pyo3(signature = (ids, window))]
+    fn stats_job_many(
+        &self,
+        py: Python<'_>,
+        ids: Vec<u64>,
+        window: usize,
+    ) -> PyResult<Vec<columns::TubeAndPri>> {
+        self.tube_and_priority(py, ids, window)
     }
 
     /// Pipelined `reserve-with-timeout`: the first waits `timeout` seconds, the rest

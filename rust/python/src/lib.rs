@@ -357,6 +357,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(binlog::binlog_verify, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_compact, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_import, m)?)?;
+    m.add_function(wrap_pyfunction!(client::shard_column, m)?)?;
     table::register(m)?;
     Ok(())
 }
