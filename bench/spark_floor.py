@@ -1,0 +1,91 @@
+"""Spark's own floor for a Python data source: what it costs Spark to take rows from
+Python workers when producing them costs nothing.
+
+``beanpole-bench-floor`` has the log reader's jobs schema and yields, per partition,
+Arrow batches built once and then re-sent, so a query over it measures only what
+Spark spends per task and per row (starting the Python task, moving the Arrow data
+into the JVM, the sink). bench/spark_bench.py runs it beside the log reader, with as
+many partitions and rows as the log reader has, and reports the reader against it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from beanpole.spark.binlog_source import JOBS_SCHEMA
+
+NAME = "beanpole-bench-floor"
+BATCH_ROWS = 65_536
+
+
+class Part(InputPartition):
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+
+def batch(rows: int, body_size: int) -> pa.RecordBatch:
+    """``rows`` rows of the jobs schema with bodies of ``body_size`` bytes."""
+    ids = pa.array(range(rows), pa.int64())
+    zeros = pa.array([0] * rows, pa.int64())
+    columns = {
+        "id": ids,
+        "tube": pa.array(["default"] * rows, pa.string()),
+        "state": pa.array(["ready"] * rows, pa.string()),
+        "priority": zeros,
+        "delay": zeros,
+        "ttr": zeros,
+        "body": pa.array([b"x" * body_size] * rows, pa.binary()),
+        "reserves": zeros,
+        "timeouts": zeros,
+        "releases": zeros,
+        "buries": zeros,
+        "kicks": zeros,
+        "segment": zeros,
+    }
+    return pa.RecordBatch.from_arrays(list(columns.values()), names=list(columns))
+
+
+class FloorReader(DataSourceReader):
+    def __init__(self, rows: int, partitions: int, body_size: int) -> None:
+        self.rows, self.partitions_n, self.body_size = rows, partitions, body_size
+
+    def partitions(self) -> Sequence[InputPartition]:
+        each, extra = divmod(self.rows, self.partitions_n)
+        return [Part(each + (i < extra)) for i in range(self.partitions_n)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        rows = partition.rows
+        full = batch(min(rows, BATCH_ROWS), self.body_size)
+        while rows > 0:
+            n = min(rows, BATCH_ROWS)
+            yield full if n == full.num_rows else full.slice(0, n)
+            rows -= n
+
+
+class FloorDataSource(DataSource):
+    """Options: ``rows``, ``partitions``, ``body-size``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return JOBS_SCHEMA
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        o = self.options
+        return FloorReader(int(o["rows"]), int(o["partitions"]), int(o.get("body-size", 100)))
+
+
+def register(spark: Any) -> None:
+    """Register the floor source; its code travels to the workers by value (the bench
+    directory need not be on their path)."""
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark.dataSource.register(FloorDataSource)
