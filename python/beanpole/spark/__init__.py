@@ -4,7 +4,8 @@
 
 * ``beanpole-binlog``: a write-ahead log directory (or a beanstalkd binlog
   directory) as a table, ``spark.read.format("beanpole-binlog").load(DIR)``.
-* ``beanpole``: the writer and the queue readers (to come; see docs/spark.md).
+* ``beanpole``: on ``readStream``, jobs reserved from tubes as a stream (the writer
+  and the batch reader of the same format are to come; see docs/spark.md).
 
 Importing :mod:`beanpole` does not import this package, so pyspark and pyarrow
 are needed only by those who use it.
@@ -23,8 +24,9 @@ __all__ = ["register", "source_classes"]
 def source_classes() -> list[type]:
     """Every data source class this package provides, in registration order."""
     from .binlog_source import BinlogDataSource
+    from .stream_source import BeanpoleStreamSource
 
-    sources: list[type] = [BinlogDataSource]
+    sources: list[type] = [BinlogDataSource, BeanpoleStreamSource]
     # The writer and the queue readers (format "beanpole": DataFrames to jobs,
     # batch and streaming reads of a tube) are built on beanpole.Client and are
     # added here as one more class: a DataSource whose writer(), streamWriter(),
