@@ -22,6 +22,7 @@ closes the connections, so anything still held goes back to ready.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -40,7 +41,7 @@ from pyspark.sql.streaming.datasource import (
 
 from beanpole.client import Client, NotFoundError
 
-from .stream_holds import Holds, Key
+from .stream_holds import CHUNK, Holds, Key, Slot
 from .stream_offsets import JobMap, Offset
 from .stream_options import StreamSettings
 
@@ -112,6 +113,19 @@ def _priorities(part: StreamPart, ids: list[int]) -> list[int | None]:
     return out
 
 
+def _by_key(
+    slots: dict[Slot, list[int]], data: dict[Slot, list[bytes]]
+) -> tuple[JobMap, dict[Key, list[bytes]]]:
+    """Per-connection ids and bodies, merged per (server, tube)."""
+    ids: JobMap = {}
+    bodies: dict[Key, list[bytes]] = {}
+    for slot in sorted(slots):
+        key = (slot[0], slot[1])
+        ids.setdefault(key, []).extend(slots[slot])
+        bodies.setdefault(key, []).extend(data[slot])
+    return ids, bodies
+
+
 def _limit(limit: ReadLimit, settings: StreamSettings) -> int | None:
     if isinstance(limit, ReadAllAvailable):
         return None
@@ -156,7 +170,7 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         budget: dict[Key, int] = {}
         for key in self.keys:
             try:
-                stats = self.holds.client(key).stats_tube(key[1])
+                stats = self.holds.client((key[0], key[1], 0)).stats_tube(key[1])
                 budget[key] = int(stats.get("current-jobs-ready", 0))
             except NotFoundError:
                 budget[key] = 0
@@ -176,7 +190,8 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.budget is not None:
             room = sum(self.budget[k] for k in keys)
             most = room if most is None else min(most, room)
-        ids, bodies = self.holds.reserve(keys, most) if keys else ({}, {})
+        slots, data = self.holds.reserve(keys, most) if keys else ({}, {})
+        ids, bodies = _by_key(slots, data)
         if self.budget is not None:
             for key in self.budget:
                 got = len(ids.get(key, ()))
@@ -190,7 +205,7 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             redelivered=max(begin.redelivered, self.redelivered),
             lost=max(begin.lost, self.holds.lost),
         )
-        self.holds.hold(end.batch, ids)
+        self.holds.hold(end.batch, slots)
         self.pending[end.batch] = (end, bodies)
         answer = end.to_json()
         self.answered = (start, answer)
@@ -205,7 +220,7 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if finish.batch <= begin.batch or not finish.count():
             return []
         mine = self.pending.pop(finish.batch, None)
-        if mine is not None and mine[0].jobs == finish.jobs:
+        if mine is not None and mine[0].to_json()["jobs"] == finish.to_json()["jobs"]:
             ids, bodies = mine[0].jobs, mine[1]
         else:
             ids, bodies = self._replay(finish)
@@ -263,16 +278,20 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _replay(self, batch: Offset) -> tuple[JobMap, dict[Key, list[bytes]]]:
         """Read a batch this reader did not reserve, by its ids."""
-        ids: JobMap = {}
-        bodies: dict[Key, list[bytes]] = {}
-        gone = 0
+        asks: list[tuple[Slot, list[int]]] = []
         for key, wanted in batch.jobs.items():
-            got, data, missing = self.holds.reserve_ids(key, wanted)
-            ids[key], bodies[key] = got, data
-            gone += missing
+            for n, i in enumerate(range(0, len(wanted), CHUNK)):
+                asks.append(((key[0], key[1], n), wanted[i : i + CHUNK]))
+        results = self.holds.each(
+            [functools.partial(self.holds.reserve_ids, slot, want) for slot, want in asks]
+        )
+        slots = {slot: got for (slot, _), (got, _, _) in zip(asks, results, strict=True)}
+        data = {slot: bodies for (slot, _), (_, bodies, _) in zip(asks, results, strict=True)}
+        gone = sum(missing for _, _, missing in results)
+        ids, bodies = _by_key(slots, data)
         found = sum(len(v) for v in ids.values())
         self.redelivered += found
-        self.holds.hold(batch.batch, ids)
+        self.holds.hold(batch.batch, slots)
         log.warning(
             "beanpole: replaying batch %d from the checkpoint: %d jobs read again, "
             "%d no longer there",
