@@ -11,8 +11,14 @@ What is measured:
   100-byte bodies, put by pipelined clients into an embedded server that is then
   stopped; every row goes through a ``noop`` sink, so the rows are read in the
   executors and none travel to the driver. Jobs mode and records mode.
-- ``writer``, ``stream``: the writer and the streaming reader of format ``beanpole``
-  come with those sources; their figures are added to FIGURES below.
+- ``stream``: the streaming reader (format ``beanpole`` on ``readStream``) over N ready
+  jobs of 100 bytes in one embedded server, availableNow, ``--stream-batch`` jobs per
+  micro-batch (``maxRowsPerTrigger``), into a ``noop`` sink; every job is deleted once
+  its batch is in the sink, and the run checks that the tube is empty afterwards. The
+  time is from ``start()`` to the end of the query (query start included); the jobs
+  are put again before each run, outside the time.
+- ``writer``: the writer of format ``beanpole`` comes with that source; its figure is
+  added to FIGURES below.
 
 The JVM start (``getOrCreate``) and the first query (Spark starts its Python
 workers then) are reported apart from the warm runs; figures are medians of the
@@ -126,11 +132,71 @@ def binlog_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str,
         return out
 
 
+#: Jobs per micro-batch of the streaming figure (its maxRowsPerTrigger).
+STREAM_BATCH = 100_000
+
+
+def fill_tube(address: str, tube: str, jobs: int, body_size: int) -> None:
+    with beanpole.Client(address, encoding=None, use=tube) as client:
+        client.put_many(b"b" * body_size for _ in range(jobs))
+
+
+def timed_stream(spark: Any, address: str, tube: str, checkpoint: Path, batch: int) -> float:
+    started = time.perf_counter()
+    query = (
+        spark.readStream.format("beanpole")
+        .option("servers", address)
+        .option("tube", tube)
+        .option("maxRowsPerTrigger", str(batch))
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    elapsed = time.perf_counter() - started
+    read = sum(p["numInputRows"] for p in query.recentProgress)
+    return elapsed if read else -1.0
+
+
+def stream_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str, Any]:
+    """The streaming reader's figure: jobs per second through a noop sink."""
+    batch = min(STREAM_BATCH, jobs)
+    times: list[float] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="beanpole-spark-bench-") as tmp,
+        beanpole.Server(listen="127.0.0.1", port=0) as srv,
+    ):
+        host, port = srv.address  # type: ignore[misc]
+        address = f"{host}:{port}"
+        for run in range(runs + 1):
+            tube = f"bench{run}"
+            fill_tube(address, tube, jobs, body_size)
+            times.append(timed_stream(spark, address, tube, Path(tmp) / f"cp{run}", batch))
+            with beanpole.Client(address) as client:
+                left = client.stats_tube(tube)
+            if left["current-jobs-ready"] or left["current-jobs-reserved"] or times[-1] < 0:
+                raise RuntimeError(f"stream: the run left jobs behind: {left}")
+    warm = times[1:]
+    median = statistics.median(warm)
+    return {
+        "jobs": jobs,
+        "body_size": body_size,
+        "batch": batch,
+        "first_s": times[0],
+        "warm_s": warm,
+        "median_s": median,
+        "jobs_per_s": jobs / median,
+    }
+
+
 # Each figure: a function of (spark, jobs, runs, body_size). The writer (1M rows into
 # one server, against greenstalk put in foreachPartition and a hand-pipelined socket
-# loop) and the streaming read through a noop sink are added here with their sources.
+# loop) is added here with its source.
 FIGURES: dict[str, Callable[[Any, int, int, int], dict[str, Any]]] = {
     "binlog": binlog_figure,
+    "stream": stream_figure,
 }
 
 
@@ -159,6 +225,18 @@ def report(result: dict[str, Any]) -> None:
                 f"  {mode:8} {m['rows_per_s']:>12,.0f} rows/s  median {m['median_s']:.3f} s "
                 f"(warm runs {warm}; first query {m['first_s']:.2f} s)"
             )
+    if result.get("stream"):
+        report_stream(result["stream"])
+
+
+def report_stream(figure: dict[str, Any]) -> None:
+    warm = ", ".join(f"{s:.2f}" for s in figure["warm_s"])
+    print(
+        f"streaming reader, {figure['jobs']:,} jobs of {figure['body_size']} bytes, "
+        f"{figure['batch']:,} per batch, noop sink, deleted on commit:\n"
+        f"  {figure['jobs_per_s']:>12,.0f} jobs/s  median {figure['median_s']:.3f} s "
+        f"(warm runs {warm}; first query {figure['first_s']:.2f} s)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,10 +246,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--body-size", type=int, default=100)
     parser.add_argument("--only", nargs="*", choices=sorted(FIGURES), default=sorted(FIGURES))
     parser.add_argument("--smoke", action="store_true", help="tiny counts, no figures")
+    parser.add_argument(
+        "--stream-batch", type=int, default=STREAM_BATCH, help="jobs per streaming micro-batch"
+    )
     parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args(argv)
     if args.smoke:
         args.jobs, args.runs = 2_000, 1
+    global STREAM_BATCH
+    STREAM_BATCH = args.stream_batch
     result = run(None, args.jobs, args.runs, args.body_size, args.only)
     report(result)
     if args.json:

@@ -25,5 +25,10 @@ def test_spark_bench_smoke(spark: Any, capsys: Any) -> None:
     for mode in ("jobs", "records"):
         assert len(figure["modes"][mode]["warm_s"]) == 1
         assert figure["modes"][mode]["rows_per_s"] > 0
+    stream = result["stream"]
+    assert stream["jobs"] == 3000 and len(stream["warm_s"]) == 1
+    assert stream["jobs_per_s"] > 0
     bench.report(result)
-    assert "log reader, 3,000 jobs" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "log reader, 3,000 jobs" in out
+    assert "streaming reader, 3,000 jobs" in out
