@@ -134,6 +134,8 @@ def binlog_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str,
 
 #: Jobs per micro-batch of the streaming figure (its maxRowsPerTrigger).
 STREAM_BATCH = 100_000
+#: What --stream-batch set.
+STREAM = {"batch": STREAM_BATCH}
 
 
 def fill_tube(address: str, tube: str, jobs: int, body_size: int) -> None:
@@ -162,7 +164,7 @@ def timed_stream(spark: Any, address: str, tube: str, checkpoint: Path, batch: i
 
 def stream_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str, Any]:
     """The streaming reader's figure: jobs per second through a noop sink."""
-    batch = min(STREAM_BATCH, jobs)
+    batch = min(STREAM["batch"], jobs)
     times: list[float] = []
     with (
         tempfile.TemporaryDirectory(prefix="beanpole-spark-bench-") as tmp,
@@ -175,7 +177,10 @@ def stream_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str,
             fill_tube(address, tube, jobs, body_size)
             times.append(timed_stream(spark, address, tube, Path(tmp) / f"cp{run}", batch))
             with beanpole.Client(address) as client:
-                left = client.stats_tube(tube)
+                try:
+                    left = client.stats_tube(tube)
+                except beanpole.client.NotFoundError:  # gone: empty and unused
+                    left = {"current-jobs-ready": 0, "current-jobs-reserved": 0}
             if left["current-jobs-ready"] or left["current-jobs-reserved"] or times[-1] < 0:
                 raise RuntimeError(f"stream: the run left jobs behind: {left}")
     warm = times[1:]
@@ -253,8 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.jobs, args.runs = 2_000, 1
-    global STREAM_BATCH
-    STREAM_BATCH = args.stream_batch
+    STREAM["batch"] = args.stream_batch
     result = run(None, args.jobs, args.runs, args.body_size, args.only)
     report(result)
     if args.json:
