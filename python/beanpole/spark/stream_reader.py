@@ -239,13 +239,16 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
         self.pending = {b: p for b, p in self.pending.items() if b > finish.batch}
         self.planned = (end, parts)
+        self._trace("planned", parts=len(parts), bytes=sum(len(p.data) for p in parts))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, StreamPart):
             raise TypeError(f"beanpole: unexpected partition {partition!r}")
         if partition.rows:
-            yield rows(partition)
+            batch = rows(partition)
+            self._trace("read", server=partition.server, tube=partition.tube, rows=batch.num_rows)
+            yield batch
 
     def commit(self, end: dict[str, Any]) -> None:
         self._trace("commit", end=end)
