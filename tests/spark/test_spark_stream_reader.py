@@ -298,3 +298,34 @@ def test_reader_after_a_crash_deletes_the_committed_and_replays_the_rest(server:
     assert fourth.latestOffset(o4, ReadMaxRows(100)) == o4
     assert left_in(server, "crash") == {}
     fourth.stop()
+
+
+def test_reader_shares_the_limit_over_servers_and_tubes(server: str) -> None:
+    """Two servers and two tubes: one partition per server and tube, the limit shared
+    out, and what a dry tube leaves taken by the others."""
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    from beanpole.spark.stream_options import StreamSettings
+    from beanpole.spark.stream_reader import BeanpoleStreamReader, rows
+
+    with beanpole.Server(listen="127.0.0.1", port=0) as other:
+        host, port = other.address  # type: ignore[misc]
+        second = f"{host}:{port}"
+        fill(server, "a", 100)
+        fill(server, "b", 5)
+        fill(second, "a", 100)
+        settings = StreamSettings.from_options({"servers": f"{server},{second}", "tubes": "a,b"})
+        reader = BeanpoleStreamReader(settings)
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadMaxRows(60))
+        parts = reader.partitions(start, end)
+        got = {(p.server, p.tube): rows(p).num_rows for p in parts}  # type: ignore[attr-defined]
+        assert sum(got.values()) == 60
+        assert got[(server, "b")] == 5
+        assert set(got) == {(server, "a"), (server, "b"), (second, "a")}
+        assert set(end["jobs"]) == {server, second}
+        last = reader.latestOffset(end, ReadMaxRows(1000))
+        assert sum(p.rows for p in reader.partitions(end, last)) == 145  # type: ignore[attr-defined]
+        assert reader.latestOffset(last, ReadMaxRows(1000)) == last
+        assert left_in(server, "a") == left_in(second, "a") == {}
+        reader.stop()
