@@ -224,10 +224,10 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ids, bodies = mine[0].jobs, mine[1]
         else:
             ids, bodies = self._replay(finish)
-        parts: list[InputPartition] = []
+        made: list[StreamPart] = []
         for key in sorted(ids):
             if ids[key]:
-                parts.append(
+                made.append(
                     StreamPart(
                         server=key[0],
                         tube=key[1],
@@ -238,8 +238,9 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     )
                 )
         self.pending = {b: p for b, p in self.pending.items() if b > finish.batch}
+        parts: list[InputPartition] = list(made)
         self.planned = (end, parts)
-        self._trace("planned", parts=len(parts), bytes=sum(len(p.data) for p in parts))
+        self._trace("planned", parts=len(made), bytes=sum(len(p.data) for p in made))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
