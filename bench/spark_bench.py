@@ -16,8 +16,12 @@ What is measured:
   ``foreachPartition`` (what people write today); and a hand-pipelined socket loop in
   ``foreachPartition`` (10,000 puts written before their replies are read). Each run
   gets a fresh server, and every run checks the server holds exactly N jobs.
-- ``stream``: the streaming reader of format ``beanpole`` comes with that source; its
-  figure is added to FIGURES below.
+- ``stream``: the streaming reader (format ``beanpole`` on ``readStream``) over N ready
+  jobs of 100 bytes in one embedded server, availableNow, ``--stream-batch`` jobs per
+  micro-batch (``maxRowsPerTrigger``), into a ``noop`` sink; every job is deleted once
+  its batch is in the sink, and the run checks that the tube is empty afterwards. The
+  time is from ``start()`` to the end of the query (query start included); the jobs
+  are put again before each run, outside the time.
 
 The JVM start (``getOrCreate``) and the first query (Spark starts its Python
 workers then) are reported apart from the warm runs; figures are medians of the
@@ -128,7 +132,36 @@ def binlog_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str,
             }
         out["modes"] = modes
         out["segments"] = len(list(log.glob("*.log")))
+        # Spark's own floor: as many rows in as many partitions from a source that costs
+        # nothing to produce them (bench/spark_floor.py), run in turn with the reader.
+        partitions = spark.read.format("beanpole-binlog").load(str(log)).rdd.getNumPartitions()
+        floor = [timed_floor(spark, jobs, partitions, body_size) for _ in range(runs + 1)][1:]
+        median = statistics.median(floor)
+        out["floor"] = {
+            "partitions": partitions,
+            "warm_s": floor,
+            "median_s": median,
+            "rows_per_s": jobs / median,
+        }
         return out
+
+
+def timed_floor(spark: Any, rows: int, partitions: int, body_size: int) -> float:
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:  # imported by path (tests/spark), not run from bench/
+        sys.path.insert(0, here)
+    import spark_floor
+
+    spark_floor.register(spark)
+    reader = (
+        spark.read.format(spark_floor.NAME)
+        .option("rows", str(rows))
+        .option("partitions", str(partitions))
+        .option("body-size", str(body_size))
+    )
+    started = time.perf_counter()
+    reader.load().write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - started
 
 
 def _baselines(address: tuple[str, int], tube: str) -> dict[str, Callable[[Any], None]]:
@@ -227,11 +260,75 @@ def writer_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str,
     return out
 
 
-# Each figure: a function of (spark, jobs, runs, body_size). The streaming read through
-# a noop sink is added here with its source.
+#: Jobs per micro-batch of the streaming figure (its maxRowsPerTrigger).
+STREAM_BATCH = 100_000
+#: What --stream-batch set.
+STREAM = {"batch": STREAM_BATCH}
+
+
+def fill_tube(address: str, tube: str, jobs: int, body_size: int) -> None:
+    with beanpole.Client(address, encoding=None, use=tube) as client:
+        client.put_many(b"b" * body_size for _ in range(jobs))
+
+
+def timed_stream(spark: Any, address: str, tube: str, checkpoint: Path, batch: int) -> float:
+    started = time.perf_counter()
+    query = (
+        spark.readStream.format("beanpole")
+        .option("servers", address)
+        .option("tube", tube)
+        .option("maxRowsPerTrigger", str(batch))
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    elapsed = time.perf_counter() - started
+    read = sum(p["numInputRows"] for p in query.recentProgress)
+    return elapsed if read else -1.0
+
+
+def stream_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str, Any]:
+    """The streaming reader's figure: jobs per second through a noop sink."""
+    batch = min(STREAM["batch"], jobs)
+    times: list[float] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="beanpole-spark-bench-") as tmp,
+        beanpole.Server(listen="127.0.0.1", port=0) as srv,
+    ):
+        host, port = srv.address  # type: ignore[misc]
+        address = f"{host}:{port}"
+        for run in range(runs + 1):
+            tube = f"bench{run}"
+            fill_tube(address, tube, jobs, body_size)
+            times.append(timed_stream(spark, address, tube, Path(tmp) / f"cp{run}", batch))
+            with beanpole.Client(address) as client:
+                try:
+                    left = client.stats_tube(tube)
+                except beanpole.client.NotFoundError:  # gone: empty and unused
+                    left = {"current-jobs-ready": 0, "current-jobs-reserved": 0}
+            if left["current-jobs-ready"] or left["current-jobs-reserved"] or times[-1] < 0:
+                raise RuntimeError(f"stream: the run left jobs behind: {left}")
+    warm = times[1:]
+    median = statistics.median(warm)
+    return {
+        "jobs": jobs,
+        "body_size": body_size,
+        "batch": batch,
+        "first_s": times[0],
+        "warm_s": warm,
+        "median_s": median,
+        "jobs_per_s": jobs / median,
+    }
+
+
+# Each figure: a function of (spark, jobs, runs, body_size).
 FIGURES: dict[str, Callable[[Any, int, int, int], dict[str, Any]]] = {
     "binlog": binlog_figure,
     "writer": writer_figure,
+    "stream": stream_figure,
 }
 
 
@@ -260,8 +357,19 @@ def report(result: dict[str, Any]) -> None:
                 f"  {mode:8} {m['rows_per_s']:>12,.0f} rows/s  median {m['median_s']:.3f} s "
                 f"(warm runs {warm}; first query {m['first_s']:.2f} s)"
             )
+        f = figure["floor"]
+        warm = ", ".join(f"{s:.2f}" for s in f["warm_s"])
+        jobs_mode = figure["modes"]["jobs"]["rows_per_s"]
+        print(
+            f"  {'floor':8} {f['rows_per_s']:>12,.0f} rows/s  median {f['median_s']:.3f} s "
+            f"(warm runs {warm}): Spark's own cost for as many rows in {f['partitions']} "
+            f"partitions from a source that costs nothing; the jobs mode is "
+            f"{jobs_mode / f['rows_per_s']:.2f}x it"
+        )
     if result.get("writer"):
         report_writer(result["writer"])
+    if result.get("stream"):
+        report_stream(result["stream"])
 
 
 def report_writer(figure: dict[str, Any]) -> None:
@@ -279,6 +387,16 @@ def report_writer(figure: dict[str, Any]) -> None:
         )
 
 
+def report_stream(figure: dict[str, Any]) -> None:
+    warm = ", ".join(f"{s:.2f}" for s in figure["warm_s"])
+    print(
+        f"streaming reader, {figure['jobs']:,} jobs of {figure['body_size']} bytes, "
+        f"{figure['batch']:,} per batch, noop sink, deleted on commit:\n"
+        f"  {figure['jobs_per_s']:>12,.0f} jobs/s  median {figure['median_s']:.3f} s "
+        f"(warm runs {warm}; first query {figure['first_s']:.2f} s)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=1_000_000)
@@ -286,10 +404,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--body-size", type=int, default=100)
     parser.add_argument("--only", nargs="*", choices=sorted(FIGURES), default=sorted(FIGURES))
     parser.add_argument("--smoke", action="store_true", help="tiny counts, no figures")
+    parser.add_argument(
+        "--stream-batch", type=int, default=STREAM_BATCH, help="jobs per streaming micro-batch"
+    )
     parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args(argv)
     if args.smoke:
         args.jobs, args.runs = 2_000, 1
+    STREAM["batch"] = args.stream_batch
     result = run(None, args.jobs, args.runs, args.body_size, args.only)
     report(result)
     if args.json:

@@ -25,10 +25,16 @@ def test_spark_bench_smoke(spark: Any, capsys: Any) -> None:
     for mode in ("jobs", "records"):
         assert len(figure["modes"][mode]["warm_s"]) == 1
         assert figure["modes"][mode]["rows_per_s"] > 0
+    assert figure["floor"]["partitions"] >= 1 and figure["floor"]["rows_per_s"] > 0
     writer = result["writer"]
     assert set(writer["writers"]) == {"beanpole", "greenstalk", "socket loop"}
     assert all(w["rows_per_s"] > 0 for w in writer["writers"].values())
+    stream = result["stream"]
+    assert stream["jobs"] == 3000 and len(stream["warm_s"]) == 1
+    assert stream["jobs_per_s"] > 0
     bench.report(result)
     out = capsys.readouterr().out
     assert "log reader, 3,000 jobs" in out
+    assert "streaming reader, 3,000 jobs" in out
     assert "writer, 3,000 rows" in out
+    assert "floor" in out

@@ -4,8 +4,9 @@
 
 * ``beanpole-binlog``: a write-ahead log directory (or a beanstalkd binlog
   directory) as a table, ``spark.read.format("beanpole-binlog").load(DIR)``.
-* ``beanpole``: DataFrames to jobs (``df.write`` and ``df.writeStream``) and the
-  ready jobs of a tube as a table (``spark.read``); see docs/spark.md.
+* ``beanpole``: DataFrames to jobs (``df.write`` and ``df.writeStream``), the ready
+  jobs of a tube as a table (``spark.read``) and as a stream (``spark.readStream``);
+  see docs/spark.md.
 
 Importing :mod:`beanpole` does not import this package, so pyspark and pyarrow
 are needed only by those who use it.

@@ -2,7 +2,9 @@
 
 * ``df.write.format("beanpole")`` and ``df.writeStream.format("beanpole")``: the
   writers of :mod:`.writer`;
-* ``spark.read.format("beanpole")``: the batch reader of :mod:`.batch_reader`.
+* ``spark.read.format("beanpole")``: the batch reader of :mod:`.batch_reader`;
+* ``spark.readStream.format("beanpole")``: the streaming reader of
+  :mod:`.stream_reader` (its own options in :mod:`.stream_options`).
 
 The options (:mod:`.options`) are checked when the source is made, on the driver, so
 a bad one fails the query at once with one message. See docs/spark.md.
@@ -15,6 +17,7 @@ from typing import Any
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
 )
@@ -22,6 +25,8 @@ from pyspark.sql.types import StructType
 
 from .batch_reader import SCHEMA, QueueReader
 from .options import NAME, QueueOptions
+from .stream_options import StreamSettings
+from .stream_reader import BeanpoleStreamReader
 from .writer import QueueStreamWriter, QueueWriter, check_schema, refuse_overwrite
 
 
@@ -51,3 +56,7 @@ class QueueDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return QueueReader(self.opts)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return BeanpoleStreamReader(StreamSettings.from_options(dict(self.options)))
+

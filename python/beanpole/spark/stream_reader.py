@@ -1,0 +1,319 @@
+"""The streaming reader: ``spark.readStream.format("beanpole")``.
+
+How a micro-batch goes (docs/spark.md has the user's view):
+
+1. ``latestOffset(start, limit)`` runs on the driver. Spark calls it once the sink
+   has the batch that ends at ``start``, so the jobs ``start`` names are deleted first.
+   Then up to ``limit`` jobs are reserved, on the driver's long-lived connections (one
+   per server and tube), and the offset returned names their ids.
+2. ``partitions(start, end)`` gives one partition per server and tube, carrying the
+   reserved ids and bodies as Arrow IPC bytes; ``read`` in the tasks turns each into
+   rows. When ``end`` is not a batch this reader reserved (a restarted query replays
+   the batch its checkpoint planned but did not commit), the named jobs are reserved
+   again by id with ``reserve-job``: the previous run's connection closed, so they
+   are ready again.
+3. ``commit(end)`` deletes what ``end`` names, if that was not done already. Spark
+   calls it only when it plans a following batch in the same run, which is why the
+   deletion in step 1 is what a run's last batch and a restart rely on.
+
+Jobs held reserved are touched by a driver thread while batches run long; ``stop``
+closes the connections, so anything still held goes back to ready.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from beanpole.client import Client, NotFoundError
+
+from .stream_holds import CHUNK, Holds, Key, Slot
+from .stream_offsets import JobMap, Offset
+from .stream_options import StreamSettings
+
+log = logging.getLogger("beanpole.spark")
+
+_IDS_BODIES = pa.schema([pa.field("id", pa.int64()), pa.field("body", pa.binary())])
+ROW_SCHEMA = pa.schema(
+    [
+        pa.field("server", pa.string()),
+        pa.field("id", pa.int64()),
+        pa.field("tube", pa.string()),
+        pa.field("priority", pa.int64()),
+        pa.field("body", pa.binary()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class StreamPart(InputPartition):
+    """The jobs of one server and tube in one micro-batch, as Arrow IPC bytes."""
+
+    server: str
+    tube: str
+    rows: int
+    data: bytes
+    with_priority: bool
+    timeout: float
+
+
+def pack(ids: list[int], bodies: list[bytes]) -> bytes:
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(ids, pa.int64()), pa.array(bodies, pa.binary())], schema=_IDS_BODIES
+    )
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, _IDS_BODIES) as writer:
+        writer.write_batch(batch)
+    return bytes(sink.getvalue())
+
+
+def rows(part: StreamPart) -> pa.RecordBatch:
+    """A partition's rows, in the reader's schema."""
+    table = pa.ipc.open_stream(pa.py_buffer(part.data)).read_all()
+    n = table.num_rows
+    ids = table.column("id").combine_chunks()
+    if part.with_priority:
+        priority = pa.array(_priorities(part, ids.to_pylist()), pa.int64())
+    else:
+        priority = pa.nulls(n, pa.int64())
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.repeat(pa.scalar(part.server, pa.string()), n),
+            ids,
+            pa.repeat(pa.scalar(part.tube, pa.string()), n),
+            priority,
+            table.column("body").combine_chunks(),
+        ],
+        schema=ROW_SCHEMA,
+    )
+
+
+def _priorities(part: StreamPart, ids: list[int]) -> list[int | None]:
+    out: list[int | None] = []
+    with Client(part.server, encoding=None, timeout=part.timeout) as client:
+        for i in ids:
+            try:
+                out.append(int(client.stats_job(i)["pri"]))
+            except NotFoundError:
+                out.append(None)
+    return out
+
+
+def _by_key(
+    slots: dict[Slot, list[int]], data: dict[Slot, list[bytes]]
+) -> tuple[JobMap, dict[Key, list[bytes]]]:
+    """Per-connection ids and bodies, merged per (server, tube)."""
+    ids: JobMap = {}
+    bodies: dict[Key, list[bytes]] = {}
+    for slot in sorted(slots):
+        key = (slot[0], slot[1])
+        ids.setdefault(key, []).extend(slots[slot])
+        bodies.setdefault(key, []).extend(data[slot])
+    return ids, bodies
+
+
+def _limit(limit: ReadLimit, settings: StreamSettings) -> int | None:
+    if isinstance(limit, ReadAllAvailable):
+        return None
+    if isinstance(limit, ReadMaxRows):
+        return int(limit.max_rows)
+    return settings.max_rows_per_trigger
+
+
+class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, settings: StreamSettings) -> None:
+        self.settings = settings
+        self.keys: list[Key] = [(s, t) for s in settings.servers for t in settings.tubes]
+        self.holds = Holds(settings)
+        # Batches reserved here and not yet planned: batch -> (offset, bodies).
+        self.pending: dict[int, tuple[Offset, dict[Key, list[bytes]]]] = {}
+        # The answer to the last latestOffset, by its start (Spark may ask again).
+        self.answered: tuple[dict[str, Any], dict[str, Any]] | None = None
+        # The last batch planned, so that planning it twice gives the same partitions.
+        self.planned: tuple[dict[str, Any], list[InputPartition]] | None = None
+        # Batches at or below this are deleted.
+        self.settled = -1
+        self.redelivered = 0
+        # availableNow: jobs each (server, tube) may still give in this run.
+        self.budget: dict[Key, int] | None = None
+
+    def __reduce__(self) -> tuple[type, tuple[StreamSettings]]:
+        # Spark pickles the reader to run read() in the tasks, which needs nothing but
+        # the partition: the connections and the driver's state stay behind.
+        return (type(self), (self.settings,))
+
+    # -- Spark's calls -------------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, Any]:
+        self._trace("initialOffset")
+        return Offset(0).to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.settings.max_rows_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        # The jobs ready now are the run's data: no more than that many are read.
+        budget: dict[Key, int] = {}
+        for key in self.keys:
+            try:
+                stats = self.holds.client((key[0], key[1], 0)).stats_tube(key[1])
+                budget[key] = int(stats.get("current-jobs-ready", 0))
+            except NotFoundError:
+                budget[key] = 0
+        self.budget = budget
+        self._trace("prepareForTriggerAvailableNow", budget=sum(budget.values()))
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        self._trace("latestOffset", start=start, limit=repr(limit))
+        begin = Offset.from_json(start)
+        self._settle(begin)
+        if self.answered is not None and self.answered[0] == start:
+            return self.answered[1]
+        keys = self.keys
+        if self.budget is not None:
+            keys = [k for k in keys if self.budget.get(k, 0) > 0]
+        most = _limit(limit, self.settings)
+        if self.budget is not None:
+            room = sum(self.budget[k] for k in keys)
+            most = room if most is None else min(most, room)
+        slots, data = self.holds.reserve(keys, most) if keys else ({}, {})
+        ids, bodies = _by_key(slots, data)
+        if self.budget is not None:
+            for key in self.budget:
+                got = len(ids.get(key, ()))
+                # A tube that gave less than its share is dry for this run.
+                self.budget[key] = max(0, self.budget[key] - got) if got else 0
+        if not ids:
+            return start
+        end = Offset(
+            begin.batch + 1,
+            ids,
+            redelivered=max(begin.redelivered, self.redelivered),
+            lost=max(begin.lost, self.holds.lost),
+        )
+        self.holds.hold(end.batch, slots)
+        self.pending[end.batch] = (end, bodies)
+        answer = end.to_json()
+        self.answered = (start, answer)
+        return answer
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        self._trace("partitions", start=start, end=end)
+        begin, finish = Offset.from_json(start), Offset.from_json(end)
+        self._settle(begin)
+        if self.planned is not None and self.planned[0] == end:
+            return self.planned[1]
+        if finish.batch <= begin.batch or not finish.count():
+            return []
+        mine = self.pending.pop(finish.batch, None)
+        if mine is not None and mine[0].to_json()["jobs"] == finish.to_json()["jobs"]:
+            ids, bodies = mine[0].jobs, mine[1]
+        else:
+            ids, bodies = self._replay(finish)
+        made: list[StreamPart] = []
+        for key in sorted(ids):
+            if ids[key]:
+                made.append(
+                    StreamPart(
+                        server=key[0],
+                        tube=key[1],
+                        rows=len(ids[key]),
+                        data=pack(ids[key], bodies[key]),
+                        with_priority=self.settings.with_priority,
+                        timeout=self.settings.timeout,
+                    )
+                )
+        self.pending = {b: p for b, p in self.pending.items() if b > finish.batch}
+        parts: list[InputPartition] = list(made)
+        self.planned = (end, parts)
+        self._trace("planned", parts=len(made), bytes=sum(len(p.data) for p in made))
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, StreamPart):
+            raise TypeError(f"beanpole: unexpected partition {partition!r}")
+        if partition.rows:
+            batch = rows(partition)
+            self._trace("read", server=partition.server, tube=partition.tube, rows=batch.num_rows)
+            yield batch
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._trace("commit", end=end)
+        self._settle(Offset.from_json(end))
+
+    def stop(self) -> None:
+        self._trace("stop")
+        self.holds.close()
+        if self.redelivered or self.holds.lost:
+            log.warning(
+                "beanpole: this run redelivered %d jobs and lost %d reservations",
+                self.redelivered,
+                self.holds.lost,
+            )
+
+    # -- the work ------------------------------------------------------------------
+
+    def _settle(self, done: Offset) -> None:
+        """The sink has every batch up to ``done``: delete the jobs it names."""
+        if done.batch <= self.settled:
+            return
+        self.redelivered = max(self.redelivered, done.redelivered)
+        self.holds.lost = max(self.holds.lost, done.lost)
+        if done.count():
+            self.holds.delete(done.batch, done.jobs)
+        # Anything held for earlier batches was named by their offsets, deleted when
+        # those were settled; nothing older can be pending now.
+        self.settled = done.batch
+        self.pending = {b: p for b, p in self.pending.items() if b > done.batch}
+
+    def _replay(self, batch: Offset) -> tuple[JobMap, dict[Key, list[bytes]]]:
+        """Read a batch this reader did not reserve, by its ids."""
+        asks: list[tuple[Slot, list[int]]] = []
+        for key, wanted in batch.jobs.items():
+            for n, i in enumerate(range(0, len(wanted), CHUNK)):
+                asks.append(((key[0], key[1], n), wanted[i : i + CHUNK]))
+        results = self.holds.each(
+            [functools.partial(self.holds.reserve_ids, slot, want) for slot, want in asks]
+        )
+        slots = {slot: got for (slot, _), (got, _, _) in zip(asks, results, strict=True)}
+        data = {slot: bodies for (slot, _), (_, bodies, _) in zip(asks, results, strict=True)}
+        gone = sum(missing for _, _, missing in results)
+        ids, bodies = _by_key(slots, data)
+        found = sum(len(v) for v in ids.values())
+        self.redelivered += found
+        self.holds.hold(batch.batch, slots)
+        log.warning(
+            "beanpole: replaying batch %d from the checkpoint: %d jobs read again, "
+            "%d no longer there",
+            batch.batch,
+            found,
+            gone,
+        )
+        return ids, bodies
+
+    def _trace(self, call: str, **args: Any) -> None:
+        if self.settings.call_log is None:
+            return
+        entry = {"call": call, "time": time.time()}
+        for name, value in args.items():
+            if isinstance(value, dict) and "batch" in value:
+                entry[name] = value["batch"]
+                entry[name + "_jobs"] = Offset.from_json(value).count()
+            else:
+                entry[name] = value
+        with open(self.settings.call_log, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
