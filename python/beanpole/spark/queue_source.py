@@ -36,6 +36,9 @@ class QueueDataSource(DataSource):
     def __init__(self, options: dict[str, Any]) -> None:
         super().__init__(options)
         self.opts = QueueOptions.from_options(options)
+        # Checked here too, so that a bad streaming option fails .load() at once; the
+        # writers and the batch reader ignore these.
+        self.stream_settings = StreamSettings.from_options(dict(options))
 
     @classmethod
     def name(cls) -> str:
@@ -58,5 +61,5 @@ class QueueDataSource(DataSource):
         return QueueReader(self.opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return BeanpoleStreamReader(StreamSettings.from_options(dict(self.options)))
+        return BeanpoleStreamReader(self.stream_settings)
 
