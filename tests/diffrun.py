@@ -38,6 +38,9 @@ QUIET = 0.05  # seconds of silence that end a read whose count is unknown
 PATIENCE = 2.0  # seconds to wait for replies that should come
 SHORT_TTR_BUDGET = 0.8  # seconds a case with TTR-1 jobs may take before it proves nothing
 TRIES = 3
+# Bytes queued behind a waiting reserve beyond which a hang-up is not sent (see
+# Run.unseen_hangup): well under the smallest socket buffers of a loopback connection.
+HANGUP_QUEUE_LIMIT = 32 * 1024
 
 
 class Side:
@@ -146,8 +149,10 @@ class Run:
         self.expected: dict[int, int] = {}
         self.misses: list[int] = []  # steps whose predicted replies did not all come
         self.skipped = 0
-        # Connections whose last step queued commands behind a reserve that may wait.
+        # Connections whose last step queued commands behind a reserve that may wait,
+        # and how many bytes that step sent.
         self.queued: set[int] = set()
+        self.queued_bytes: dict[int, int] = {}
 
     def steps(self) -> str | None:
         for index, step in enumerate(self.case.steps):
@@ -191,16 +196,18 @@ class Run:
         kept = (
             ends or private or allowed(step.conn, step.data, self.models, self.loose, final, loaded)
         )
-        if o.eof or o.hung_up or o.closed or waiting or not kept:
+        if o.eof or o.hung_up or o.closed or waiting or not kept or self.unseen_hangup(step):
             self.skipped += 1
             return False
         self.queued.discard(step.conn)
+        self.queued_bytes.pop(step.conn, None)
         if ends:
             model.closed = True
             outcome = Outcome(1 if step.hangup else 0, True, True)
         else:
             if queues_behind_wait(model, step.data):
                 self.queued.add(step.conn)
+                self.queued_bytes[step.conn] = len(step.data)
             outcome = model.feed(step.data)
             model.private |= private
         self.expected[step.conn] = before + outcome.replies
@@ -240,6 +247,16 @@ class Run:
         elif quiet:
             s.read_quiet(QUIET, PATIENCE)
         return True
+
+    def unseen_hangup(self, step: Step) -> bool:
+        """Whether ``step`` hangs up a connection still waiting in reserve behind more
+        queued input than the sockets' buffers surely hold. beanstalkd reads nothing
+        while a reserve waits, so the hang-up (a FIN behind that input) may never reach
+        it: whether it does depends on the kernel's buffer sizes, not on the protocol."""
+        if not step.hangup or self.queued_bytes.get(step.conn, 0) <= HANGUP_QUEUE_LIMIT:
+            return False
+        o = self.oracle.conns.get(step.conn)
+        return o is not None and len(o.events) < self.expected.get(step.conn, 0)
 
     def final_check(self, index: int) -> str | None:
         """Whatever either server still sends; then all replies (and closes) must be
