@@ -47,7 +47,7 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -q -- -D warnings
 cargo test --workspace -q
 
-python3 -m ruff check python tests bench
+python3 -m ruff check python tests bench examples
 python3 -m mypy --strict python/beanpole
 python3 -m mypy.stubtest beanpole._core
 python3 -m pytest -q -p no:cacheprovider "$@"
