@@ -12,7 +12,9 @@ temporary directory. Every run gets a fresh server. Loads: puts with 100-byte bo
 ``--connections`` connections, pipelined (``--pipeline`` commands per write) and one at a
 time; and ``rt`` (a producer and a consumer at once, latency put -> RESERVED). Then
 ``beanpole.Client`` itself: one ``put_many`` of ``--jobs`` 100-byte bodies from this
-process over one connection, plain and with ``tls=True`` (the native client's rustls).
+process over one connection, plain and with ``tls=True`` (the native client's rustls),
+and plain and with ``tls=<ssl.SSLContext>`` (Python's ssl behind the relay thread).
+``--client-only`` runs just those (no load generator needed).
 """
 
 from __future__ import annotations
@@ -111,26 +113,45 @@ def start_server(
             return proc, plain, tls
 
 
-#: The load run through ``beanpole.Client`` instead of the load generator.
+#: The loads run through ``beanpole.Client`` instead of the load generator: TLS from
+#: files (rustls), and from an ``ssl.SSLContext`` (the relay); one ``put_many``, or
+#: single puts (a tenth as many), where the relay's hand-offs show.
 CLIENT_LOAD = "Client put_many"
+CONTEXT_LOAD = "Client ctx put_many"
+CLIENT_PUT = "Client put"
+CONTEXT_PUT = "Client ctx put"
+CLIENT_LOADS = (CLIENT_LOAD, CONTEXT_LOAD, CLIENT_PUT, CONTEXT_PUT)
 
 
-def client_run(port: int, ca: Path | None, jobs: int) -> dict[str, Any]:
-    """One ``put_many`` of ``jobs`` 100-byte bodies through ``beanpole.Client``, plain or
-    (with ``ca``) TLS; the same keys as a load generator result."""
+def client_run(
+    port: int, ca: Path | None, jobs: int, context: bool = False, single: bool = False
+) -> dict[str, Any]:
+    """One ``put_many`` of ``jobs`` 100-byte bodies through ``beanpole.Client`` (or with
+    ``single`` ``jobs // 10`` puts one by one), plain or (with ``ca``) TLS, from files
+    or (``context``) an ``ssl.SSLContext``; the same keys as a load generator result."""
+    import ssl
+
     import beanpole
 
+    if single:
+        jobs = max(1, jobs // 10)
     bodies = [b"x" * 100] * jobs
-    tls: dict[str, Any] = {"tls": True, "ca": ca} if ca is not None else {}
+    tls: dict[str, Any] = {}
+    if ca is not None and context:
+        tls = {"tls": ssl.create_default_context(cafile=ca)}
+    elif ca is not None:
+        tls = {"tls": True, "ca": ca}
     with beanpole.Client(("127.0.0.1", port), encoding=None, timeout=30, **tls) as c:
         started = time.perf_counter()
-        ids = c.put_many(bodies)
+        ids = [c.put(b) for b in bodies] if single else c.put_many(bodies)
         elapsed = time.perf_counter() - started
     assert len(ids) == jobs
     return {"ops_per_s": jobs / elapsed, "p50_us": None, "server_cpu_us_per_op": None}
 
 
 def loads(args: argparse.Namespace) -> dict[str, list[str]]:
+    if args.client_only:
+        return {name: [] for name in CLIENT_LOADS}
     jobs = ["--jobs", str(args.jobs), "--body-size", "100"]
     conns = str(args.connections)
     return {
@@ -139,7 +160,7 @@ def loads(args: argparse.Namespace) -> dict[str, list[str]]:
         ],
         f"put c{conns} p1": ["put", "--connections", conns, "--pipeline", "1", *jobs],
         "rt 1+1 p1": ["rt", "--producers", "1", "--consumers", "1", *jobs],
-        CLIENT_LOAD: [],
+        **{name: [] for name in CLIENT_LOADS},
     }  # fmt: skip
 
 
@@ -152,12 +173,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--bench", type=Path, help="load generator binary (default: release build)")
     p.add_argument("--no-build", action="store_true", help="do not build the load generator")
     p.add_argument("--server-arg", action="append", default=[], help="extra beanpole flag")
+    p.add_argument(
+        "--client-only", action="store_true", help="only the beanpole.Client put_many loads"
+    )
     return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    bench = args.bench if args.bench is not None else build_bench(args.no_build)
+    bench = None
+    if not args.client_only:
+        bench = args.bench if args.bench is not None else build_bench(args.no_build)
     nofile_limit()
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="beanpole-tls-bench-") as tmp:
@@ -174,9 +200,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         port = plain_port if mode == "plain" else tls_port
                         extra = ["--tls-ca", str(ca)] if mode == "tls" else []
                         server = Endpoint(port, proc.pid)
-                        if name == CLIENT_LOAD:
+                        if name in CLIENT_LOADS:
                             tls_ca = ca if mode == "tls" else None
-                            code, result, err = 0, client_run(port, tls_ca, args.jobs), ""
+                            result = client_run(
+                                port, tls_ca, args.jobs, "ctx" in name, name.endswith(" put")
+                            )
+                            code, err = 0, ""
                         else:
                             code, result, err = run_bench(bench, [*load, *extra], server)  # type: ignore[arg-type]
                     finally:
@@ -187,11 +216,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         return 1
                     results.setdefault((name, mode), []).append(result)
                     print(
-                        f"  {name:<15} {mode:<5} pair {pair + 1}: "
+                        f"  {name:<19} {mode:<5} pair {pair + 1}: "
                         f"{result['ops_per_s']:>10.0f} ops/s  p50 {result['p50_us']} us",
                         file=sys.stderr,
                     )
-    print(f"{'load':<15} {'mode':<5} {'ops/s':>10} {'p50 us':>8} {'srv us/op':>9} {'TLS/plain':>9}")
+    print(f"{'load':<19} {'mode':<5} {'ops/s':>10} {'p50 us':>8} {'srv us/op':>9} {'TLS/plain':>9}")
     for name in loads(args):
         medians = {}
         for mode in ("plain", "tls"):
@@ -203,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             medians[mode] = ops
             ratio = f"{ops / medians['plain']:>9.2f}" if mode == "tls" else ""
             cpu_text = f"{statistics.median(cpu):>9.2f}" if cpu else f"{'-':>9}"
-            print(f"{name:<15} {mode:<5} {ops:>10.0f} {p50_text} {cpu_text} {ratio}")
+            print(f"{name:<19} {mode:<5} {ops:>10.0f} {p50_text} {cpu_text} {ratio}")
     return 0
 
 

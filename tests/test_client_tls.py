@@ -1,13 +1,15 @@
 """TLS in beanpole's own clients: ``Client``, ``AsyncClient`` and ``ShardedClient`` with
 ``tls=True`` against embedded servers with ``tls:`` listeners (certificates made with
 ``openssl`` for the session), the refusals (wrong CA, wrong name, mutual TLS without or
-with a stranger's certificate, a plain port, bad files), and the CLI's ``--tls``."""
+with a stranger's certificate, a plain port, bad files), and the CLI's ``--tls``. Then
+the same clients with ``tls=<ssl.SSLContext>``, which go through a relay thread."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
 import shutil
+import socket
 import ssl
 import threading
 import time
@@ -20,6 +22,7 @@ from click.testing import CliRunner
 import beanpole
 from beanpole import client_errors as errors
 from beanpole.cli import cli
+from beanpole.client_relay import RELAY_THREAD_NAME
 from servechild import TIMEOUT
 from tlscerts import Certs, make_certs
 
@@ -236,9 +239,16 @@ def test_bad_tls_arguments_fail_before_connecting(certs: Certs, tmp_path: Path) 
     with pytest.raises(ValueError, match="host:port"):
         beanpole.Client("unix:/nonexistent.sock", tls=True, ca=certs.ca)
     with pytest.raises(TypeError, match="SSLContext"):
-        beanpole.Client(address, tls=ssl.create_default_context())  # type: ignore[call-overload]
-    with pytest.raises(TypeError, match="SSLContext"):
-        beanpole.AsyncClient(address, tls=ssl.create_default_context())  # type: ignore[arg-type]
+        beanpole.Client(address, tls="yes")  # type: ignore[call-overload]
+    context = ssl.create_default_context(cafile=certs.ca)
+    with pytest.raises(ValueError, match=r"ca cannot be given with an ssl\.SSLContext"):
+        beanpole.Client(address, tls=context, ca=certs.ca)
+    with pytest.raises(ValueError, match="cert, key cannot be given"):
+        beanpole.AsyncClient(address, tls=context, cert=certs.client_cert, key=certs.client_key)
+    with pytest.raises(ValueError, match="ca cannot be given"):
+        beanpole.ShardedClient([address], tls=context, ca=certs.ca)
+    with pytest.raises(ValueError, match="host:port"):
+        beanpole.Client("unix:/nonexistent.sock", tls=context)
     with pytest.raises(errors.TLSConfigError):
         beanpole.ShardedClient([address], tls=True, ca=not_pem)
 
@@ -270,3 +280,215 @@ def test_cli_client_commands_take_tls_options(certs: Certs) -> None:
         assert result.exit_code == 1
         assert "Traceback" not in result.output
         assert srv.stats()["current-jobs-ready"] == 1
+
+
+# -- tls=<ssl.SSLContext>: Python's ssl and a relay thread ----------------------------
+
+
+def relay_threads() -> int:
+    return sum(t.name == RELAY_THREAD_NAME for t in threading.enumerate())
+
+
+def test_client_with_an_ssl_context(certs: Certs) -> None:
+    context = ssl.create_default_context(cafile=certs.ca)
+    with tls_server(certs) as srv:
+        tls_address, plain_address = addresses(srv)
+        before = relay_threads()
+        with beanpole.Client(tls_address, tls=context, timeout=TIMEOUT) as c:
+            assert relay_threads() == before + 1
+            jid = c.put("hello", priority=5)
+            job = c.reserve(timeout=0)
+            assert (job.id, job.body) == (jid, "hello")
+            c.delete(job)
+            # Several MiB each way: more than the relay holds for one direction, so
+            # it has to stop reading and go on again in both directions.
+            bodies = [f"{i}:" + "x" * (i % 7 * 5000) for i in range(1000)]
+            ids = c.put_many(bodies, window=200)
+            assert len(ids) == 1000 and ids == sorted(ids)
+            jobs = c.reserve_many(1000, timeout=0)
+            assert [j.body for j in jobs] == bodies
+            c.delete_many(jobs)
+            assert c.stats()["current-jobs-ready"] == 0
+        assert relay_threads() == before
+        with pytest.raises(errors.NotConnectedError):
+            c.put("after close")
+        with beanpole.Client(plain_address, timeout=TIMEOUT) as plain:
+            assert plain.stats()["total-jobs"] == 1001
+        assert srv.stats()["tls-failed-handshakes"] == 0
+
+
+def test_async_client_with_an_ssl_context(certs: Certs) -> None:
+    context = ssl.create_default_context(cafile=certs.ca)
+
+    async def run(address: tuple[str, int]) -> None:
+        async with beanpole.AsyncClient(address, tls=context, timeout=TIMEOUT) as c:
+            ids = await c.put_many([f"job {i}" for i in range(100)])
+            job = await c.reserve(timeout=0)
+            assert (job.id, job.body) == (ids[0], "job 0")
+            await c.delete(job)
+            assert (await c.stats())["current-jobs-ready"] == 99
+
+    before = relay_threads()
+    with tls_server(certs) as srv:
+        asyncio.run(run(addresses(srv)[0]))
+    assert relay_threads() == before
+
+
+def test_sharded_client_with_an_ssl_context(certs: Certs) -> None:
+    context = ssl.create_default_context(cafile=certs.ca)
+    before = relay_threads()
+    with tls_server(certs) as one, tls_server(certs) as two:
+        servers = [addresses(one)[0], addresses(two)[0]]
+        with beanpole.ShardedClient(servers, tls=context, timeout=TIMEOUT) as c:
+            assert relay_threads() == before + 2
+            ids = c.put_many([f"job {i}" for i in range(200)])
+            assert len(ids) == 200
+            assert sum(int(srv.stats()["current-jobs-ready"]) for srv in (one, two)) == 200
+            job = c.reserve(timeout=1)
+            c.delete(job)
+        assert relay_threads() == before
+        wrong = ssl.create_default_context(cafile=certs.other_ca)
+        with pytest.raises(errors.ServerDownError) as caught:
+            beanpole.ShardedClient(servers, tls=wrong, timeout=TIMEOUT)
+        assert isinstance(caught.value.__cause__, errors.TLSError)
+    assert relay_threads() == before
+
+
+def test_an_ssl_context_with_the_wrong_ca_is_refused_at_construction(certs: Certs) -> None:
+    before = relay_threads()
+    with tls_server(certs) as srv:
+        tls_address, _ = addresses(srv)
+        wrong = ssl.create_default_context(cafile=certs.other_ca)
+        with pytest.raises(errors.TLSError, match="certificate") as caught:
+            beanpole.Client(tls_address, tls=wrong, timeout=TIMEOUT)
+        assert f"127.0.0.1:{tls_address[1]}" in str(caught.value)
+        # The refused connection is closed on both sides: nothing is left behind.
+        deadline = time.monotonic() + TIMEOUT
+        while srv.stats()["current-connections"] != 0:
+            assert time.monotonic() < deadline, "the refused connection stayed open"
+            time.sleep(0.01)
+    assert relay_threads() == before
+
+
+def test_the_context_decides_hostname_checking(certs: Certs) -> None:
+    with tls_server(certs) as srv:
+        tls_address, _ = addresses(srv)
+        checking = ssl.create_default_context(cafile=certs.ca)
+        with pytest.raises(errors.TLSError, match=r"elsewhere\.test"):
+            beanpole.Client(
+                tls_address, tls=checking, server_name="elsewhere.test", timeout=TIMEOUT
+            )
+        with beanpole.Client(
+            tls_address, tls=checking, server_name="localhost", timeout=TIMEOUT
+        ) as c:
+            c.put("by name")
+        # A context that verifies the chain but not the name lets the same name in.
+        lenient = ssl.create_default_context(cafile=certs.ca)
+        lenient.check_hostname = False
+        with beanpole.Client(
+            tls_address, tls=lenient, server_name="elsewhere.test", timeout=TIMEOUT
+        ) as c:
+            assert c.put("chain only") == 2
+
+
+def test_mutual_tls_with_an_ssl_context(certs: Certs) -> None:
+    before = relay_threads()
+    with tls_server(certs, client_ca=True) as srv:
+        tls_address, _ = addresses(srv)
+        without = ssl.create_default_context(cafile=certs.ca)
+        stranger = ssl.create_default_context(cafile=certs.ca)
+        stranger.load_cert_chain(certs.stranger_cert, certs.stranger_key)
+        for context in (without, stranger):
+            # TLS 1.3: the refusal comes after the client's side of the handshake, so
+            # it shows on the constructor or on the first command, as the connection
+            # closing; never as a wait for the timeout.
+            started = time.monotonic()
+            with pytest.raises(errors.ClientConnectionError) as caught:
+                c = beanpole.Client(tls_address, tls=context, timeout=TIMEOUT)
+                try:
+                    c.put("must not land")
+                finally:
+                    c.close()
+            assert not isinstance(caught.value, errors.ConnectionTimeoutError)
+            assert time.monotonic() - started < TIMEOUT
+        assert relay_threads() == before
+        good = ssl.create_default_context(cafile=certs.ca)
+        good.load_cert_chain(certs.client_cert, certs.client_key)
+        with beanpole.Client(tls_address, tls=good, timeout=TIMEOUT) as c:
+            jid = c.put("let in")
+            assert c.stats()["current-jobs-ready"] == 1
+            assert c.peek(jid).body == "let in"
+        assert srv.stats()["tls-failed-handshakes"] == 2
+    assert relay_threads() == before
+
+
+def test_the_relay_ends_when_the_server_goes_away(certs: Certs) -> None:
+    context = ssl.create_default_context(cafile=certs.ca)
+    before = relay_threads()
+    srv = tls_server(certs)
+    with srv:
+        tls_address, _ = addresses(srv)
+        c = beanpole.Client(tls_address, tls=context, timeout=TIMEOUT)
+        c.put("before the stop")
+    # The server closed the connection: the next command learns it at once.
+    started = time.monotonic()
+    with pytest.raises(errors.ConnectionLostError):
+        c.put("after the stop")
+    assert time.monotonic() - started < TIMEOUT
+    assert not c.connected
+    c.close()
+    assert relay_threads() == before
+
+
+def test_interrupt_wakes_a_reserve_blocked_behind_a_relay(certs: Certs) -> None:
+    context = ssl.create_default_context(cafile=certs.ca)
+    before = relay_threads()
+    with tls_server(certs) as srv:
+        tls_address, _ = addresses(srv)
+        c = beanpole.Client(tls_address, tls=context, timeout=TIMEOUT)
+        failed: list[BaseException] = []
+
+        def reserve() -> None:
+            try:
+                c.reserve()
+            except BaseException as err:
+                failed.append(err)
+
+        t = threading.Thread(target=reserve)
+        t.start()
+        deadline = time.monotonic() + TIMEOUT
+        while srv.stats()["current-waiting"] != 1:
+            assert time.monotonic() < deadline, "the reserve never reached the server"
+            time.sleep(0.01)
+        c.interrupt()
+        t.join(TIMEOUT)
+        assert not t.is_alive()
+        assert len(failed) == 1 and isinstance(failed[0], errors.ClientConnectionError)
+        c.close()
+        assert relay_threads() == before
+        # The server saw the connection go, and gave up the waiting reserve.
+        deadline = time.monotonic() + TIMEOUT
+        while srv.stats()["current-waiting"] != 0:
+            assert time.monotonic() < deadline, "the server still has the reserve waiting"
+            time.sleep(0.01)
+
+
+def test_an_ssl_context_on_a_plain_port_fails_within_its_timeout(certs: Certs) -> None:
+    with tls_server(certs) as srv:
+        _, plain_address = addresses(srv)
+        context = ssl.create_default_context(cafile=certs.ca)
+        started = time.monotonic()
+        with pytest.raises(errors.TLSError, match="does the server listen with TLS"):
+            beanpole.Client(plain_address, tls=context, timeout=2)
+        assert time.monotonic() - started < 2 + TIMEOUT
+        assert srv.running
+
+
+def test_the_native_client_takes_only_a_unix_socket_descriptor() -> None:
+    from beanpole._core import NativeClient
+
+    with socket.socket() as tcp, pytest.raises(ValueError, match="not a Unix socket"):
+        NativeClient.from_fd(tcp.fileno(), "x:1")
+    # Far above any open files limit, so never an open descriptor.
+    with pytest.raises(ValueError, match="file descriptor"):
+        NativeClient.from_fd(2**30, "x:1")

@@ -224,6 +224,10 @@ class NativeClient:
     ) -> NativeClient:
         """With ``tls=True``, connect with TLS trusting the CA file ``ca`` (required),
         offering ``cert``/``key`` when given; ``server_name`` defaults to the host."""
+    @staticmethod
+    def from_fd(fd: int, address: str, timeout: float | None = None) -> NativeClient:
+        """A client over ``fd``, a connected Unix stream socket (duplicated: the caller
+        keeps and closes its own); ``address`` names the server in messages."""
     @property
     def address(self) -> str: ...
     @property

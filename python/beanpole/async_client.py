@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ssl
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -33,7 +34,7 @@ from beanpole.client import (
     JobOrId,
     PerJob,
 )
-from beanpole.client_tls import PathArg, tls_options
+from beanpole.client_tls import PathArg, client_tls
 
 __all__ = ["AsyncClient"]
 
@@ -55,13 +56,13 @@ class AsyncClient:
         use: str = DEFAULT_TUBE,
         watch: str | Iterable[str] = DEFAULT_TUBE,
         timeout: float | None = None,
-        tls: bool = False,
+        tls: bool | ssl.SSLContext = False,
         ca: PathArg | None = None,
         cert: PathArg | None = None,
         key: PathArg | None = None,
         server_name: str | None = None,
     ) -> None:
-        tls_options(tls, ca, cert, key, server_name)
+        client_tls(tls, ca, cert, key, server_name)
         self._connect: Callable[[], Client[Any]] = functools.partial(
             Client,
             address,

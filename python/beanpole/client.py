@@ -15,6 +15,7 @@ releases the GIL while it waits on the network. Errors are the classes of
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -44,10 +45,11 @@ from beanpole.client_errors import (
     UnknownCommandError,
     UnknownResponseError,
 )
-from beanpole.client_tls import PathArg, TLSOptions, tls_options
+from beanpole.client_tls import ContextTLS, PathArg, TLSOptions, client_tls
 
 if TYPE_CHECKING:
     from beanpole._core import NativeClient
+    from beanpole.client_relay import Relay
 
 __all__ = [
     "DEFAULT_DELAY",
@@ -161,12 +163,19 @@ def parse_list(body: bytes) -> list[str]:
     ]
 
 
-def _native(address: Address, timeout: float | None, tls: TLSOptions | None) -> NativeClient:
+def _native(
+    address: Address, timeout: float | None, tls: TLSOptions | ContextTLS | None
+) -> tuple[NativeClient, Relay | None]:
+    """The native client, and the relay thread it talks through for an SSLContext."""
     from beanpole._core import NativeClient
 
     if tls is None:
-        return NativeClient(format_address(address), timeout)
-    return NativeClient(
+        return NativeClient(format_address(address), timeout), None
+    if isinstance(tls, ContextTLS):
+        from beanpole.client_relay import open_relayed
+
+        return open_relayed(format_address(address), tls, timeout)
+    native = NativeClient(
         format_address(address),
         timeout,
         tls=True,
@@ -175,6 +184,7 @@ def _native(address: Address, timeout: float | None, tls: TLSOptions | None) -> 
         key=tls.key,
         server_name=tls.server_name,
     )
+    return native, None
 
 
 def _is_arrow(obj: object) -> bool:
@@ -194,10 +204,16 @@ class Client(Generic[TBody]):
     ``ca`` (default: the system's bundle); ``cert`` and ``key`` (PEM files) are this
     client's certificate for servers that require one; ``server_name`` is the name the
     server's certificate must carry (default: the host connected to, DNS name or IP
-    address). An ``ssl.SSLContext`` is not accepted: TLS is done in Rust, from files.
-    The handshake is bounded by ``timeout`` (10 s without one). Bad files raise
-    ``TLSConfigError``; a failed handshake or a refused client certificate
+    address). The handshake is bounded by ``timeout`` (10 s without one). Bad files
+    raise ``TLSConfigError``; a failed handshake or a refused client certificate
     ``TLSError``.
+
+    ``tls`` may instead be an ``ssl.SSLContext``, used as it is (its CAs, client
+    certificate, verification and hostname check; ``server_name`` still picks the name,
+    and ``ca``/``cert``/``key`` are a ``ValueError``). Python's ``ssl`` does that TLS
+    and a relay thread copies the bytes to the native client, which is slower than
+    ``tls=True``. A client certificate the server refuses after the handshake shows
+    as ``ConnectionLostError`` on the first command.
     """
 
     @overload
@@ -209,7 +225,7 @@ class Client(Generic[TBody]):
         use: str = DEFAULT_TUBE,
         watch: str | Iterable[str] = DEFAULT_TUBE,
         timeout: float | None = None,
-        tls: bool = False,
+        tls: bool | ssl.SSLContext = False,
         ca: PathArg | None = None,
         cert: PathArg | None = None,
         key: PathArg | None = None,
@@ -225,7 +241,7 @@ class Client(Generic[TBody]):
         use: str = DEFAULT_TUBE,
         watch: str | Iterable[str] = DEFAULT_TUBE,
         timeout: float | None = None,
-        tls: bool = False,
+        tls: bool | ssl.SSLContext = False,
         ca: PathArg | None = None,
         cert: PathArg | None = None,
         key: PathArg | None = None,
@@ -240,20 +256,20 @@ class Client(Generic[TBody]):
         use: str = DEFAULT_TUBE,
         watch: str | Iterable[str] = DEFAULT_TUBE,
         timeout: float | None = None,
-        tls: bool = False,
+        tls: bool | ssl.SSLContext = False,
         ca: PathArg | None = None,
         cert: PathArg | None = None,
         key: PathArg | None = None,
         server_name: str | None = None,
     ) -> None:
-        options = tls_options(tls, ca, cert, key, server_name)
+        options = client_tls(tls, ca, cert, key, server_name)
         self.encoding = encoding
         self.address = format_address(address)
         self._utf8 = encoding is not None and encoding.replace("_", "-").lower() in (
             "utf-8",
             "utf8",
         )
-        self._native = _native(address, timeout, options)
+        self._native, self._relay = _native(address, timeout, options)
         try:
             if use != DEFAULT_TUBE:
                 self.use(use)
@@ -284,6 +300,8 @@ class Client(Generic[TBody]):
     def close(self) -> None:
         """Close the connection; the server releases any job it still has reserved."""
         self._native.close()
+        if self._relay is not None:
+            self._relay.close()
 
     def interrupt(self) -> None:
         """From another thread: make a blocked call (a reserve) fail at once with a

@@ -1,11 +1,13 @@
 """The TLS options of beanpole's clients (``tls=True``, ``ca=``, ``cert=``, ``key=``,
-``server_name=``), checked once and handed to the native client, or turned into an
-``ssl.SSLContext`` for the pure-Python stats client.
+``server_name=``, or ``tls=<ssl.SSLContext>``), checked once and handed to the native
+client, or turned into an ``ssl.SSLContext`` for the pure-Python stats client.
 
-The native client does TLS in Rust (rustls), so it is given file paths, not an
-``ssl.SSLContext``: a context's certificates and keys cannot be read back out of it.
-Without ``ca`` the system's CA bundle is trusted, the file Python's ``ssl`` module would
-use (``ssl.get_default_verify_paths()``, which honours ``SSL_CERT_FILE``).
+The native client does TLS in Rust (rustls), so with ``tls=True`` it is given file
+paths: a context's certificates and keys cannot be read back out of it. Without ``ca``
+the system's CA bundle is trusted, the file Python's ``ssl`` module would use
+(``ssl.get_default_verify_paths()``, which honours ``SSL_CERT_FILE``). An
+``ssl.SSLContext`` is used as it is, by Python's ``ssl`` behind a relay thread
+(:mod:`beanpole.client_relay`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TypeAlias
 
 from beanpole.client_errors import TLSConfigError
 
-__all__ = ["PathArg", "TLSOptions", "system_ca", "tls_options"]
+__all__ = ["ContextTLS", "PathArg", "TLSOptions", "client_tls", "system_ca", "tls_options"]
 
 PathArg: TypeAlias = str | os.PathLike[str]
 
@@ -65,6 +67,35 @@ class TLSOptions:
         return ctx
 
 
+@dataclass(frozen=True)
+class ContextTLS:
+    """TLS from an ``ssl.SSLContext``: the context, and the name the server's
+    certificate must carry (default: the host connected to)."""
+
+    context: ssl.SSLContext
+    server_name: str | None = None
+
+
+def client_tls(
+    tls: object,
+    ca: PathArg | None = None,
+    cert: PathArg | None = None,
+    key: PathArg | None = None,
+    server_name: str | None = None,
+) -> TLSOptions | ContextTLS | None:
+    """Check the TLS arguments of ``Client``, ``AsyncClient`` or ``ShardedClient``:
+    None for a plain connection. ``tls`` is a bool or an ``ssl.SSLContext``."""
+    if isinstance(tls, ssl.SSLContext):
+        given = [n for n, v in (("ca", ca), ("cert", cert), ("key", key)) if v is not None]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} cannot be given with an ssl.SSLContext: "
+                "load the CA and certificate into the context instead"
+            )
+        return ContextTLS(tls, server_name)
+    return tls_options(tls, ca, cert, key, server_name)
+
+
 def tls_options(
     tls: object,
     ca: PathArg | None = None,
@@ -72,14 +103,9 @@ def tls_options(
     key: PathArg | None = None,
     server_name: str | None = None,
 ) -> TLSOptions | None:
-    """Check the TLS arguments of a client: None for a plain connection."""
-    if isinstance(tls, ssl.SSLContext):
-        raise TypeError(
-            "beanpole's clients do TLS natively and cannot use an ssl.SSLContext; "
-            "pass tls=True with ca=, cert= and key= file paths instead"
-        )
+    """Check file-based TLS arguments (``tls`` a bool): None for a plain connection."""
     if not isinstance(tls, bool):
-        raise TypeError(f"tls must be True or False, not {type(tls).__name__}")
+        raise TypeError(f"tls must be True, False or an ssl.SSLContext, not {type(tls).__name__}")
     given = [n for n, v in (("ca", ca), ("cert", cert), ("key", key)) if v is not None]
     if server_name is not None:
         given.append("server_name")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import ssl
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -40,7 +41,7 @@ from beanpole.client_errors import (
     ServerDownError,
     TimedOutError,
 )
-from beanpole.client_tls import PathArg, tls_options
+from beanpole.client_tls import PathArg, client_tls
 
 __all__ = ["ShardedClient", "rendezvous"]
 
@@ -71,14 +72,14 @@ class ShardedClient:
         timeout: float | None = None,
         skip_down: bool = False,
         reserve_slice: int = 1,
-        tls: bool = False,
+        tls: bool | ssl.SSLContext = False,
         ca: PathArg | None = None,
         cert: PathArg | None = None,
         key: PathArg | None = None,
         server_name: str | None = None,
     ) -> None:
         # Checked once here, so bad TLS files are one error, not a server marked down.
-        tls_options(tls, ca, cert, key, server_name)
+        client_tls(tls, ca, cert, key, server_name)
         self.servers = [format_address(a) for a in addresses]
         if not self.servers:
             raise ValueError("ShardedClient needs at least one address")

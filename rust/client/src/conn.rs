@@ -219,6 +219,30 @@ impl Connection {
                 }
             }
         };
+        Connection::over(stream, name, timeout)
+    }
+
+    /// A connection over a Unix stream socket that is already connected to something
+    /// speaking the protocol: `beanpole.Client` hands its end of a socket pair here
+    /// when a thread of its own relays the bytes through a Python TLS session. `name`
+    /// is what messages call the other end (the server's address).
+    pub fn adopt(
+        stream: UnixStream,
+        name: String,
+        timeout: Option<Duration>,
+    ) -> Result<Connection, ClientError> {
+        Connection::over(Stream::Unix(stream), name, timeout)
+    }
+
+    fn over(
+        stream: Stream,
+        name: String,
+        timeout: Option<Duration>,
+    ) -> Result<Connection, ClientError> {
+        let fail = |source: io::Error| ClientError::Connect {
+            addr: name.clone(),
+            source,
+        };
         stream.set_read_timeout(timeout).map_err(fail)?;
         stream.set_write_timeout(timeout).map_err(fail)?;
         Ok(Connection {
@@ -406,6 +430,28 @@ mod tests {
             assert!(Address::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(Address::Unix("/x".into()).to_string(), "unix:/x");
+    }
+
+    #[test]
+    fn an_adopted_socket_carries_commands_and_its_closing() {
+        let (ours, mut theirs) = UnixStream::pair().expect("socket pair");
+        let mut conn = Connection::adopt(ours, "relayed:1".into(), Some(Duration::from_secs(5)))
+            .expect("adopt");
+        let peer = std::thread::spawn(move || {
+            let mut line = [0u8; 64];
+            let n = theirs.read(&mut line).expect("read the command");
+            assert_eq!(&line[..n], b"kick 3\r\n");
+            theirs.write_all(b"KICKED 2\r\n").expect("reply");
+            // The other end goes away: the next call sees the connection closed.
+        });
+        assert_eq!(
+            conn.call(Command::Kick(3)).ok(),
+            Some(Reply::Kicked(Some(2)))
+        );
+        peer.join().expect("peer");
+        let err = conn.call(Command::Kick(1)).expect_err("closed");
+        assert!(err.to_string().contains("relayed:1"), "{err}");
+        assert!(!conn.is_open());
     }
 
     #[test]

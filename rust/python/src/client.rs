@@ -8,6 +8,8 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -119,6 +121,39 @@ impl PyClient {
     }
 }
 
+/// A positive, finite number of seconds, or no limit.
+fn timeout_of(timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    match timeout {
+        None => Ok(None),
+        Some(t) if t > 0.0 && t.is_finite() => Ok(Some(Duration::from_secs_f64(t))),
+        Some(t) => Err(PyValueError::new_err(format!(
+            "timeout {t} must be a positive number of seconds or None"
+        ))),
+    }
+}
+
+/// Our own duplicate of `fd`, checked to be a Unix socket.
+fn unix_stream_from(fd: i32) -> PyResult<UnixStream> {
+    // SAFETY: fcntl only reads its arguments; a bad descriptor is refused with EBADF.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(PyValueError::new_err(format!(
+            "file descriptor {fd}: {err}"
+        )));
+    }
+    // SAFETY: `dup` was just made by fcntl and nothing else owns it.
+    let owned = unsafe { OwnedFd::from_raw_fd(dup) };
+    let stream = UnixStream::from(owned);
+    // getsockname on a descriptor that is not a Unix socket fails here.
+    match stream.local_addr() {
+        Ok(_) => Ok(stream),
+        Err(err) => Err(PyValueError::new_err(format!(
+            "file descriptor {fd} is not a Unix socket: {err}"
+        ))),
+    }
+}
+
 fn name(tube: &str) -> &[u8] {
     tube.as_bytes()
 }
@@ -139,15 +174,7 @@ impl PyClient {
         server_name: Option<String>,
     ) -> PyResult<PyClient> {
         let addr = Address::parse(address).map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let timeout = match timeout {
-            None => None,
-            Some(t) if t > 0.0 && t.is_finite() => Some(Duration::from_secs_f64(t)),
-            Some(t) => {
-                return Err(PyValueError::new_err(format!(
-                    "timeout {t} must be a positive number of seconds or None"
-                )))
-            }
-        };
+        let timeout = timeout_of(timeout)?;
         let settings = match (tls, ca) {
             (false, None) if cert.is_none() && key.is_none() && server_name.is_none() => None,
             (false, _) => {
@@ -176,6 +203,25 @@ impl PyClient {
             closer: conn.closer(),
             conn: Mutex::new(conn),
             address: addr.to_string(),
+        })
+    }
+
+    /// A client over `fd`, a connected Unix stream socket (one end of a socket pair
+    /// whose other end a relay copies to and from the server). The descriptor is
+    /// duplicated: the caller still owns, and closes, its own. `address` names the
+    /// server in messages.
+    #[staticmethod]
+    #[pyo3(signature = (fd, address, timeout = None))]
+    fn from_fd(py: Python<'_>, fd: i32, address: &str, timeout: Option<f64>) -> PyResult<PyClient> {
+        let timeout = timeout_of(timeout)?;
+        let stream = unix_stream_from(fd)?;
+        let conn = py
+            .detach(|| Connection::adopt(stream, address.to_owned(), timeout))
+            .map_err(|e| to_py(py, &e))?;
+        Ok(PyClient {
+            closer: conn.closer(),
+            conn: Mutex::new(conn),
+            address: address.to_owned(),
         })
     }
 
