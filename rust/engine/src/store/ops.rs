@@ -172,8 +172,10 @@ impl Store {
         let Some((any_ready, best)) = self.best_ready(conn, now) else {
             return ReserveOutcome::Now(Delivery::TimedOut);
         };
-        let soon = self.deadline_soon(conn, now);
-        if soon && !any_ready {
+        // The deadline check looks at every job the connection holds, so it is made
+        // only where its answer matters: not when a ready job is simply delivered (a
+        // consumer holding many jobs would otherwise pay for all of them per reserve).
+        if !any_ready && self.deadline_soon(conn, now) {
             return ReserveOutcome::Now(Delivery::DeadlineSoon);
         }
         if let Some(entry) = best {
@@ -183,7 +185,7 @@ impl Store {
             }
         }
         if timeout == Some(0) {
-            let d = if soon {
+            let d = if self.deadline_soon(conn, now) {
                 Delivery::DeadlineSoon
             } else {
                 Delivery::TimedOut
