@@ -170,7 +170,13 @@ class Run:
                 for server in self.servers:
                     drain(server)
             return False
+        new = step.conn not in self.oracle.conns
         o, s = self.oracle.conn(step.conn), self.subject.conn(step.conn)
+        if new:
+            # A connection the servers have not accepted yet is not in their counts
+            # (current-using, current-watching): on a loaded machine, wait for it.
+            for side, server in ((self.oracle, self.servers[0]), (self.subject, self.servers[1])):
+                admitted(side, server)
         o.step = s.step = index
         for c in self.oracle.conns.values():
             c.drain()
@@ -309,6 +315,14 @@ def settle(side: Side, server: Running) -> None:
         time.sleep(0.005)
     for c in side.conns.values():
         c.read_quiet(QUIET, PATIENCE)
+
+
+def admitted(side: Side, server: Running) -> None:
+    """Wait (up to PATIENCE) until ``server`` holds every connection open on ``side``."""
+    most = sum(1 for c in side.conns.values() if not (c.closed or c.eof))
+    deadline = time.monotonic() + PATIENCE
+    while connections(server) < most and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def connections(server: Running) -> int:
