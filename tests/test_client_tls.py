@@ -194,28 +194,34 @@ def test_a_plain_client_on_a_tls_port_fails_cleanly(certs: Certs) -> None:
             assert plain.stats()["total-jobs"] == 0
 
 
+def interrupt_a_blocked_reserve(srv: Any, c: beanpole.Client[Any]) -> None:
+    """Block ``c`` in reserve on a thread, interrupt it once the server counts the
+    wait, and check the reserve failed with a connection error."""
+    failed: list[BaseException] = []
+
+    def reserve() -> None:
+        try:
+            c.reserve()
+        except BaseException as err:
+            failed.append(err)
+
+    t = threading.Thread(target=reserve)
+    t.start()
+    deadline = time.monotonic() + TIMEOUT
+    while srv.stats()["current-waiting"] != 1:
+        assert time.monotonic() < deadline, "the reserve never reached the server"
+        time.sleep(0.01)
+    c.interrupt()
+    t.join(TIMEOUT)
+    assert not t.is_alive()
+    assert len(failed) == 1 and isinstance(failed[0], errors.ClientConnectionError)
+
+
 def test_interrupt_wakes_a_reserve_blocked_over_tls(certs: Certs) -> None:
     with tls_server(certs) as srv:
         tls_address, _ = addresses(srv)
         c = beanpole.Client(tls_address, tls=True, ca=certs.ca, timeout=TIMEOUT)
-        failed: list[BaseException] = []
-
-        def reserve() -> None:
-            try:
-                c.reserve()
-            except BaseException as err:
-                failed.append(err)
-
-        t = threading.Thread(target=reserve)
-        t.start()
-        deadline = time.monotonic() + TIMEOUT
-        while srv.stats()["current-waiting"] != 1:
-            assert time.monotonic() < deadline, "the reserve never reached the server"
-            time.sleep(0.01)
-        c.interrupt()
-        t.join(TIMEOUT)
-        assert not t.is_alive()
-        assert len(failed) == 1 and isinstance(failed[0], errors.ClientConnectionError)
+        interrupt_a_blocked_reserve(srv, c)
         c.close()
 
 
@@ -446,24 +452,7 @@ def test_interrupt_wakes_a_reserve_blocked_behind_a_relay(certs: Certs) -> None:
     with tls_server(certs) as srv:
         tls_address, _ = addresses(srv)
         c = beanpole.Client(tls_address, tls=context, timeout=TIMEOUT)
-        failed: list[BaseException] = []
-
-        def reserve() -> None:
-            try:
-                c.reserve()
-            except BaseException as err:
-                failed.append(err)
-
-        t = threading.Thread(target=reserve)
-        t.start()
-        deadline = time.monotonic() + TIMEOUT
-        while srv.stats()["current-waiting"] != 1:
-            assert time.monotonic() < deadline, "the reserve never reached the server"
-            time.sleep(0.01)
-        c.interrupt()
-        t.join(TIMEOUT)
-        assert not t.is_alive()
-        assert len(failed) == 1 and isinstance(failed[0], errors.ClientConnectionError)
+        interrupt_a_blocked_reserve(srv, c)
         c.close()
         assert relay_threads() == before
         # The server saw the connection go, and gave up the waiting reserve.
