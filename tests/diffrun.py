@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import sys
 import time
@@ -31,7 +32,7 @@ from client_common import drain
 from diffgen import DEFAULT_MAX_JOB_SIZE, Case, Step, generate, valid
 from diffmodel import ConnModel, Outcome
 from diffrules import PRIVATE_NOTE, allowed, queues_behind_wait
-from diffwire import EOF, Conn, Event, escape, normalise
+from diffwire import EOF, TOLERANCE, Conn, Event, escape, normalise
 from servers import Running, start
 
 QUIET = 0.05  # seconds of silence that end a read whose count is unknown
@@ -76,8 +77,10 @@ def compare(
     subject: dict[int, list[Event]],
     quote: bool,
     final: bool = False,
+    tolerance: int = TOLERANCE,
 ) -> str | None:
-    """The first difference, looking at the replies both have (all of them if final)."""
+    """The first difference, looking at the replies both have (all of them if final);
+    counts of seconds may differ by ``tolerance``."""
     for conn in sorted(oracle):
         mine, theirs = oracle[conn], subject.get(conn, [])
         if mine and mine[-1].reset:
@@ -94,7 +97,7 @@ def compare(
         for k, (a, b) in enumerate(zip(mine, theirs, strict=False)):
             if cut_by_reset(oracle[conn], k, b):
                 continue
-            if not normalise(a, quote).same(normalise(b, quote)):
+            if not normalise(a, quote).same(normalise(b, quote), tolerance):
                 return (
                     f"connection {conn}, reply {k + 1} (read after step {a.step}):\n"
                     f"  beanstalkd: {a.data!r}\n  beanpole:   {b.data!r}"
@@ -153,11 +156,20 @@ class Run:
         # and how many bytes that step sent.
         self.queued: set[int] = set()
         self.queued_bytes: dict[int, int] = {}
+        # The longest time between sending a step to beanstalkd and sending it to
+        # beanpole: a job's age or time-left counts from moments this far apart.
+        self.gap = 0.0
+
+    @property
+    def tolerance(self) -> int:
+        return TOLERANCE + math.ceil(self.gap)
 
     def steps(self) -> str | None:
         for index, step in enumerate(self.case.steps):
             if self.step(index, step):
-                difference = compare(events(self.oracle), events(self.subject), self.quote)
+                difference = compare(
+                    events(self.oracle), events(self.subject), self.quote, tolerance=self.tolerance
+                )
                 if difference:
                     return difference
         return self.final_check(len(self.case.steps))
@@ -222,6 +234,7 @@ class Run:
         # on another connection, must not overtake it. The same where the step may
         # answer a reserve with commands queued behind it: they run meanwhile.
         quiet = outcome.uncertain or outcome.silent_effect or not in_sync or bool(loaded)
+        sent = time.monotonic()
         if step.hangup:
             o.hang_up()
             o.read_quiet(PATIENCE, PATIENCE)
@@ -238,6 +251,7 @@ class Run:
         for c in self.oracle.conns.values():
             c.step = index
             c.drain()
+        self.gap = max(self.gap, time.monotonic() - sent)
         if step.hangup:
             s.hang_up()
         elif step.close:
@@ -275,7 +289,9 @@ class Run:
             s.read_until(len(o.events), PATIENCE)
             s.read_quiet(QUIET, PATIENCE)
             s.leftover()
-        return compare(events(self.oracle), events(self.subject), self.quote, final=True)
+        return compare(
+            events(self.oracle), events(self.subject), self.quote, True, self.tolerance
+        )
 
 
 def run_once(case: Case, version: str) -> Result:

@@ -143,6 +143,32 @@ def test_a_failing_hook_is_logged_and_the_others_go_on(caplog: pytest.LogCapture
     assert len(failures) == 2
     assert failures[0].exc_info is not None
     assert f"hook broke on job {first}" in str(failures[0].exc_info[1])
+    assert failures[0].exc_text is not None and "in broken" in failures[0].exc_text
+
+
+def test_events_a_hook_keeps_never_change() -> None:
+    """The engine refills the Event it handed to the hooks for the next event when no
+    hook kept a reference to it: what a hook kept must stay as it was."""
+    count = 300
+    seen: list[tuple[str, int | None, str | None]] = []
+    kept: list[Event] = []
+    done = threading.Event()
+
+    def keep_some(event: Event) -> None:
+        seen.append((event.kind, event.job_id, event.tube))
+        if event.job_id is not None and event.job_id % 3 == 0:
+            kept.append(event)
+        if len(seen) == count:
+            done.set()
+
+    with _server() as srv:
+        srv.hook("put", keep_some)
+        with beanpole.Client(srv.address) as c:
+            ids = c.put_many([b"x"] * count)
+        assert done.wait(TIMEOUT)
+    assert seen == [("put", job, "default") for job in ids]
+    assert [e.job_id for e in kept] == [job for job in ids if job % 3 == 0]
+    assert all(type(e) is Event and e.kind == "put" and e.tube == "default" for e in kept)
 
 
 def test_a_full_queue_drops_and_counts_without_blocking(

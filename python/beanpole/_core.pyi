@@ -1,7 +1,7 @@
 """Type stubs for the native module built from rust/python."""
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, final
 
 __all__ = [
@@ -137,18 +137,26 @@ class ServerHandle:
         with TLS also ``tls-failed-handshakes``; always ``connections-refused`` (by
         ``max_connections``) and ``job-bytes`` (what ``max_memory`` bounds)."""
 
-_EventTuple = tuple[str, int | None, str | None, int | None, float, str | None]
-
 @final
 class EventStream:
     """The receiving end of a server's event queue."""
 
-    def next_batch(
-        self, max: int = 1024, timeout: float | None = None
-    ) -> list[_EventTuple] | None:
-        """Up to ``max`` events as (kind, job_id, tube, priority, at, detail); an empty
-        list if none came within ``timeout``; None once the server stopped and all were
-        taken."""
+    def deliver(
+        self,
+        event_type: type[tuple[Any, ...]],
+        hooks: dict[str, tuple[Callable[[Any], object], ...]],
+        on_error: Callable[[Callable[[Any], object], Any, BaseException], object],
+        on_message: Callable[[int, str], object],
+        max: int = 1024,
+        timeout: float | None = None,
+    ) -> int | None:
+        """Wait (without the GIL) up to ``timeout`` seconds for up to ``max`` events and
+        call each one's hooks (``hooks[kind]``, in order) with an ``event_type`` named
+        tuple (kind, job_id, tube, priority, at, detail); a hook raising an
+        ``Exception`` goes to ``on_error(hook, event, exception)``, log lines to
+        ``on_message(level, text)``. Returns the events taken (0 if none came in
+        time), or None once the server stopped and all were taken."""
+
 _TubeRow = tuple[str, int, int, int, int, int, int, int, int, int, int, int, int, int]
 
 @final

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias
 
 if TYPE_CHECKING:
-    from beanpole._core import EventStream, ServerHandle, _EventTuple
+    from beanpole._core import EventStream, ServerHandle
 
 __all__ = ["KINDS", "Event", "Hook", "HookError", "load_hook"]
 
@@ -38,8 +38,6 @@ KINDS: Final = (
     "log-recovered",
     "connection-refused",
 )
-#: The engine's log lines travel with the events under this kind.
-_MESSAGE: Final = "message"
 #: Queue size used while only log lines flow (no hook registered yet).
 _MESSAGES_ONLY_QUEUE: Final = 1024
 #: How often, at most, dropped events are reported in the log.
@@ -53,8 +51,9 @@ class Event(NamedTuple):
 
     ``kind`` is one of :data:`KINDS`; ``job_id``, ``tube`` and ``priority`` describe the
     job (None for server events; ``pause-tube`` has a ``tube``); ``at`` is the Unix time
-    of the event; ``detail`` says more where there is more to say (the pause in seconds,
-    the log error).
+    of the event (for job events, the kernel's coarse clock: exact to a few ms);
+    ``detail`` says more where there is more to say (the pause in seconds, the log
+    error).
     """
 
     kind: str
@@ -64,9 +63,9 @@ class Event(NamedTuple):
     at: float
     detail: str | None
 
-    # A named tuple, not a dataclass: the hook thread makes one per event straight
-    # from the tuple the engine hands over (``Event._make``), at a fraction of the
-    # cost of a frozen dataclass, and it is just as immutable.
+    # A named tuple, not a dataclass: the engine builds one per event straight from
+    # its six fields (as ``tuple.__new__`` does), at a fraction of the cost of a
+    # frozen dataclass, and it is just as immutable.
 
 
 Hook: TypeAlias = Callable[[Event], object]
@@ -172,31 +171,24 @@ class Dispatcher:
         drops = _DropReport(handle)
         stream = self._stream
         while stream is not None:
-            batch = stream.next_batch(1024, _DROP_REPORT_EVERY)
-            if batch is None:
+            # The engine's side calls the hooks: it builds each Event and calls the
+            # kind's hooks in order, a batch at a time, with no Python loop between.
+            taken = stream.deliver(
+                Event, self._hooks, _hook_failed, _log_message, 4096, _DROP_REPORT_EVERY
+            )
+            if taken is None:
                 with self._lock:
                     replaced = self._stream is not stream
                     stream = self._stream if replaced else None
                 continue
-            self._deliver(batch)
             drops.check(final=False)
         drops.check(final=True)
 
-    def _deliver(self, batch: list[_EventTuple]) -> None:
-        """Hand one batch to the hooks. The hot loop of the hook thread: the table of
-        hooks is read once per batch (registration replaces its entries whole)."""
-        hooks = self._hooks
-        make = Event._make
-        for item in batch:
-            fns = hooks.get(item[0])
-            if fns is None:
-                if item[0] == _MESSAGE:
-                    logger.log(item[3] or logging.INFO, "%s", item[5])
-                continue
-            event = make(item)
-            for fn in fns:
-                try:
-                    fn(event)
-                except Exception:
-                    name = getattr(fn, "__qualname__", repr(fn))
-                    logger.exception("hook %s for %r failed", name, event.kind)
+
+def _hook_failed(fn: Hook, event: Event, error: BaseException) -> None:
+    name = getattr(fn, "__qualname__", repr(fn))
+    logger.error("hook %s for %r failed", name, event.kind, exc_info=error)
+
+
+def _log_message(level: int, text: str) -> None:
+    logger.log(level, "%s", text)

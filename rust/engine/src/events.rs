@@ -7,10 +7,10 @@
 //! full the event is dropped and counted, never waited for, so a slow consumer cannot
 //! hold up a connection or the store lock.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Default capacity of the event queue (`--hook-queue`).
 pub const DEFAULT_QUEUE: usize = 65_536;
@@ -94,7 +94,8 @@ pub struct Event {
     pub kind: EventKind,
     /// The job concerned; None for server events.
     pub job_id: Option<u64>,
-    pub tube: Option<Box<str>>,
+    /// The tube's name, shared with the store's tube (no copy per event).
+    pub tube: Option<Arc<[u8]>>,
     pub priority: Option<u32>,
     /// Wall-clock time, seconds since the Unix epoch.
     pub at: f64,
@@ -122,6 +123,40 @@ pub fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// Seconds since the Unix epoch from the kernel's coarse clock: as of its last tick
+/// (a few milliseconds at most), read in a few nanoseconds where the precise clock
+/// costs several times that. For job events, which come at the server's full rate.
+pub fn unix_now_coarse() -> f64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a live timespec for the call to fill.
+        if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } == 0 {
+            return ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9;
+        }
+    }
+    unix_now()
+}
+
+/// The queue between the producers and the consumer.
+#[derive(Debug, Default)]
+struct Queue {
+    events: Vec<Event>,
+    capacity: usize,
+    /// Counts subscriptions; a stream of an earlier one has ended.
+    generation: u64,
+    /// No more events will come: the stream ends once `events` is empty.
+    closed: bool,
+    /// The consumer sleeps on the condition variable and must be woken.
+    waiting: bool,
+    /// An empty vector with room, handed back by the consumer: the next batch is
+    /// gathered in it, so the queue's memory is allocated once, not per batch.
+    spare: Vec<Event>,
+}
+
 /// Where the engine sends events. One per server, shared by the store, the
 /// connections, the accept loop and the log's writer.
 #[derive(Debug)]
@@ -130,11 +165,13 @@ pub struct EventHub {
     /// without a lock; relaxed, since a change of mask needs no ordering with
     /// anything else (an event racing a registration may or may not be produced).
     mask: AtomicU32,
-    /// The only sender of the queue, once a consumer has subscribed. A mutex so
-    /// that [`EventHub::close`] can drop it (which ends the consumer's loop once it
-    /// has drained what is queued); it is held only for a `try_send`, which never
-    /// blocks.
-    tx: Mutex<Option<SyncSender<Event>>>,
+    /// The queue itself. A plain mutex around a vector: a producer holds it to push
+    /// one event (tens of nanoseconds, never waiting for the consumer), the consumer
+    /// to swap the whole vector out, so a batch costs one lock, not one per event.
+    queue: Mutex<Queue>,
+    /// Wakes a consumer that found the queue empty; producers signal it only when
+    /// `Queue::waiting` says someone sleeps, so a busy queue makes no system calls.
+    ready: Condvar,
     /// Events thrown away because the queue was full.
     dropped: AtomicU64,
     /// Whether log lines go to the consumer instead of stderr. Atomic for the same
@@ -147,7 +184,8 @@ impl EventHub {
     pub fn new(verbose: u8) -> EventHub {
         EventHub {
             mask: AtomicU32::new(0),
-            tx: Mutex::new(None),
+            queue: Mutex::new(Queue::default()),
+            ready: Condvar::new(),
             dropped: AtomicU64::new(0),
             messages: AtomicBool::new(false),
             verbose,
@@ -160,15 +198,27 @@ impl EventHub {
         self.mask.load(Ordering::Relaxed) & kind.bit() != 0
     }
 
-    /// Queue `event` if there is room; otherwise count it as dropped.
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queue `event` if there is room; otherwise count it as dropped. Before any
+    /// subscription and after [`EventHub::close`] events go nowhere.
     pub fn send(&self, event: Event) {
-        let tx = self.tx.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(tx) = tx.as_ref() else { return };
-        match tx.try_send(event) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-            Err(TrySendError::Full(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+        let mut q = self.lock();
+        if q.generation == 0 || q.closed {
+            return;
+        }
+        if q.events.len() >= q.capacity {
+            drop(q);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        q.events.push(event);
+        if q.waiting {
+            q.waiting = false;
+            drop(q);
+            self.ready.notify_all();
         }
     }
 
@@ -195,13 +245,21 @@ impl EventHub {
     }
 
     /// Start a queue of `capacity` events and return its receiving end. A second
-    /// subscription replaces the first (whose stream then ends).
-    pub fn subscribe(&self, capacity: usize) -> EventStream {
-        let (tx, rx) = mpsc::sync_channel(capacity.max(1));
-        *self.tx.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
+    /// subscription replaces the first: the earlier stream ends, and the new one
+    /// takes what is queued.
+    pub fn subscribe(self: &Arc<Self>, capacity: usize) -> EventStream {
+        let mut q = self.lock();
+        q.generation += 1;
+        q.capacity = capacity.max(1);
+        q.closed = false;
+        let generation = q.generation;
+        drop(q);
+        self.ready.notify_all();
         EventStream {
-            rx: Mutex::new(rx),
+            hub: Arc::clone(self),
+            generation,
             linger: capacity >= LINGER_MIN_QUEUE,
+            backlog: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -225,22 +283,24 @@ impl EventHub {
     pub fn close(&self) {
         self.mask.store(0, Ordering::Relaxed);
         self.messages.store(false, Ordering::Relaxed);
-        self.tx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        self.lock().closed = true;
+        self.ready.notify_all();
     }
 }
 
 /// The consumer's end of the event queue.
 #[derive(Debug)]
 pub struct EventStream {
-    /// A mutex because the std receiver is not `Sync` and the stream is shared with
-    /// a host that may call from several threads; only one thread receives at a time.
-    rx: Mutex<Receiver<Event>>,
+    hub: Arc<EventHub>,
+    /// The subscription this stream belongs to.
+    generation: u64,
     /// Whether to wait [`LINGER`] after a short batch (not with a small queue, which
     /// such a wait could fill).
     linger: bool,
+    /// Events taken from the hub beyond the batch asked for, handed out first by the
+    /// next calls. A mutex because the host may share the stream between threads;
+    /// only the one consumer thread ever locks it, so it is never contended.
+    backlog: Mutex<VecDeque<Event>>,
 }
 
 /// What [`EventStream::next_batch`] found.
@@ -249,45 +309,89 @@ pub enum Batch {
     Events(Vec<Event>),
     /// Nothing arrived within the timeout.
     Idle,
-    /// The hub was closed and everything queued has been taken.
+    /// The hub was closed and everything queued has been taken, or a newer
+    /// subscription replaced this one.
     Closed,
 }
 
 impl EventStream {
     /// Wait up to `timeout` (forever when None) for events, then take up to `max`.
     pub fn next_batch(&self, max: usize, timeout: Option<Duration>) -> Batch {
-        let rx = self.rx.lock().unwrap_or_else(PoisonError::into_inner);
-        let first = match timeout {
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(t) => rx.recv_timeout(t),
-        };
-        let first = match first {
-            Ok(e) => e,
-            Err(RecvTimeoutError::Timeout) => return Batch::Idle,
-            Err(RecvTimeoutError::Disconnected) => return Batch::Closed,
-        };
-        let mut batch = Vec::with_capacity(max.clamp(1, 1024));
-        batch.push(first);
-        drain_into(&rx, &mut batch, max);
-        if self.linger && batch.len() < max {
+        let max = max.max(1);
+        {
+            let mut backlog = self.backlog();
+            if !backlog.is_empty() {
+                let n = backlog.len().min(max);
+                return Batch::Events(backlog.drain(..n).collect());
+            }
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let hub = &self.hub;
+        let mut q = hub.lock();
+        loop {
+            if q.generation != self.generation {
+                return Batch::Closed;
+            }
+            if !q.events.is_empty() {
+                break;
+            }
+            if q.closed {
+                return Batch::Closed;
+            }
+            q.waiting = true;
+            q = match deadline {
+                None => hub.ready.wait(q).unwrap_or_else(PoisonError::into_inner),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        q.waiting = false;
+                        return Batch::Idle;
+                    }
+                    let (q, _) = hub
+                        .ready
+                        .wait_timeout(q, left)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    q
+                }
+            };
+        }
+        if self.linger && q.events.len() < max {
             // A short batch means the consumer keeps up; waiting a moment lets
             // events gather so that it wakes a few hundred times a second at most,
             // not once per event (each wake is a system call on the producer's side,
             // made under the store lock).
+            drop(q);
             std::thread::sleep(LINGER);
-            drain_into(&rx, &mut batch, max);
+            q = hub.lock();
+            if q.generation != self.generation {
+                return Batch::Closed;
+            }
         }
-        Batch::Events(batch)
+        let spare = std::mem::take(&mut q.spare);
+        let mut taken = std::mem::replace(&mut q.events, spare);
+        drop(q);
+        if taken.len() > max {
+            // More than one batch: the rest waits here, in order, for the next calls.
+            let mut backlog = self.backlog();
+            backlog.extend(taken.drain(max..));
+        }
+        Batch::Events(taken)
     }
-}
 
-/// Take what is queued, without waiting, until `batch` holds `max` events.
-fn drain_into(rx: &Receiver<Event>, batch: &mut Vec<Event>, max: usize) {
-    while batch.len() < max {
-        match rx.try_recv() {
-            Ok(e) => batch.push(e),
-            Err(_) => break,
+    /// Give back a batch's vector once its events are handled, for the hub to
+    /// gather the next batch in.
+    pub fn recycle(&self, mut batch: Vec<Event>) {
+        batch.clear();
+        let mut q = self.hub.lock();
+        if q.events.is_empty() && batch.capacity() > q.events.capacity() {
+            q.events = batch;
+        } else if batch.capacity() > q.spare.capacity() {
+            q.spare = batch;
         }
+    }
+
+    fn backlog(&self) -> MutexGuard<'_, VecDeque<Event>> {
+        self.backlog.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -306,7 +410,7 @@ mod tests {
 
     #[test]
     fn only_wanted_kinds_are_produced() {
-        let hub = EventHub::new(0);
+        let hub = Arc::new(EventHub::new(0));
         let stream = hub.subscribe(8);
         hub.set_kinds(&[EventKind::Drain]);
         hub.server_event(EventKind::Shutdown, || None);
@@ -323,7 +427,7 @@ mod tests {
 
     #[test]
     fn a_full_queue_drops_and_counts() {
-        let hub = EventHub::new(0);
+        let hub = Arc::new(EventHub::new(0));
         let stream = hub.subscribe(2);
         hub.set_kinds(&[EventKind::Drain]);
         for _ in 0..5 {
@@ -338,5 +442,84 @@ mod tests {
             stream.next_batch(10, Some(Duration::ZERO)),
             Batch::Idle
         ));
+    }
+
+    fn ids(batch: Batch) -> Vec<u64> {
+        let Batch::Events(got) = batch else {
+            panic!("expected events, got {batch:?}");
+        };
+        got.iter().map(|e| e.job_id.expect("a job event")).collect()
+    }
+
+    fn job(hub: &EventHub, id: u64) {
+        let mut e = Event::server(EventKind::Put, None);
+        e.job_id = Some(id);
+        hub.send(e);
+    }
+
+    #[test]
+    fn a_batch_beyond_max_is_handed_out_in_order() {
+        let hub = Arc::new(EventHub::new(0));
+        let stream = hub.subscribe(100);
+        for id in 0..10 {
+            job(&hub, id);
+        }
+        assert_eq!(
+            ids(stream.next_batch(4, Some(Duration::ZERO))),
+            [0, 1, 2, 3]
+        );
+        job(&hub, 10);
+        assert_eq!(
+            ids(stream.next_batch(4, Some(Duration::ZERO))),
+            [4, 5, 6, 7]
+        );
+        assert_eq!(ids(stream.next_batch(4, Some(Duration::ZERO))), [8, 9]);
+        assert_eq!(ids(stream.next_batch(4, Some(Duration::ZERO))), [10]);
+    }
+
+    #[test]
+    fn a_recycled_vector_gathers_the_next_batch() {
+        let hub = Arc::new(EventHub::new(0));
+        let stream = hub.subscribe(100);
+        for id in 0..50 {
+            job(&hub, id);
+        }
+        let Batch::Events(got) = stream.next_batch(100, Some(Duration::ZERO)) else {
+            panic!("expected events");
+        };
+        let (ptr, cap) = (got.as_ptr(), got.capacity());
+        stream.recycle(got);
+        job(&hub, 50);
+        let Batch::Events(again) = stream.next_batch(100, Some(Duration::ZERO)) else {
+            panic!("expected events");
+        };
+        assert_eq!((again.as_ptr(), again.capacity()), (ptr, cap));
+        assert_eq!(again[0].job_id, Some(50));
+    }
+
+    #[test]
+    fn a_new_subscription_ends_the_old_stream_and_takes_the_queue() {
+        let hub = Arc::new(EventHub::new(0));
+        let old = hub.subscribe(8);
+        job(&hub, 1);
+        let new = hub.subscribe(8);
+        assert!(matches!(
+            old.next_batch(8, Some(Duration::ZERO)),
+            Batch::Closed
+        ));
+        assert_eq!(ids(new.next_batch(8, Some(Duration::ZERO))), [1]);
+    }
+
+    #[test]
+    fn a_waiting_consumer_is_woken_by_the_first_event() {
+        let hub = Arc::new(EventHub::new(0));
+        let stream = hub.subscribe(8);
+        let waiter = std::thread::spawn(move || ids(stream.next_batch(8, None)));
+        // Wait until the consumer sleeps, so that the event must wake it.
+        while !hub.lock().waiting {
+            std::thread::yield_now();
+        }
+        job(&hub, 7);
+        assert_eq!(waiter.join().expect("the consumer thread"), [7]);
     }
 }

@@ -5,70 +5,244 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use beanpole_engine::events::{Batch, EventKind, EventStream};
-use beanpole_engine::server::Control;
-use pyo3::exceptions::{PyOSError, PyValueError};
-use pyo3::prelude::*;
+use std::ffi::c_void;
 
-/// One event as Python receives it:
-/// `(kind, job_id, tube, priority, at, detail)`.
-type EventTuple = (
-    &'static str,
-    Option<u64>,
-    Option<String>,
-    Option<u32>,
-    f64,
-    Option<String>,
-);
+use beanpole_engine::events::{level, Batch, EventKind, EventStream};
+use beanpole_engine::server::Control;
+use pyo3::exceptions::{PyException, PyOSError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyFloat, PyString, PyTuple, PyType};
+use pyo3::{ffi, intern};
 
 /// The receiving end of a server's event queue.
 #[pyclass(name = "EventStream", module = "beanpole._core", frozen)]
 #[derive(Debug)]
 pub struct PyEventStream {
     inner: Arc<EventStream>,
+    /// Every kind's name as an interned Python string, indexed by the kind's number:
+    /// made once, handed to each event with a reference count.
+    kind_names: Vec<Py<PyString>>,
 }
 
 impl PyEventStream {
-    pub fn new(inner: EventStream) -> PyEventStream {
+    pub fn new(py: Python<'_>, inner: EventStream) -> PyEventStream {
         PyEventStream {
             inner: Arc::new(inner),
+            kind_names: EventKind::ALL
+                .iter()
+                .map(|k| PyString::intern(py, k.name()).unbind())
+                .collect(),
         }
     }
 }
 
 #[pymethods]
 impl PyEventStream {
-    /// Wait (without the GIL) up to `timeout` seconds, forever when None, for events
-    /// and return up to `max` of them; an empty list when none came in time, None
-    /// once the server has stopped and everything queued has been taken.
-    #[pyo3(signature = (max = 1024, timeout = None))]
-    fn next_batch(
+    /// Wait (without the GIL) up to `timeout` seconds, forever when None, for up to
+    /// `max` events and hand each to its hooks: `hooks` maps a kind to a tuple of
+    /// callables, each called with an `event_type` (a named tuple of six fields:
+    /// kind, job_id, tube, priority, at, detail). A hook that raises an `Exception`
+    /// goes to `on_error(hook, event, exception)`; log lines go to
+    /// `on_message(level, text)`. Returns how many events were taken (0 when none came
+    /// in time), or None once the server has stopped and everything queued was taken.
+    #[pyo3(signature = (event_type, hooks, on_error, on_message, max = 1024, timeout = None))]
+    #[allow(clippy::too_many_arguments)] // the Python method's own parameters
+    fn deliver(
         &self,
         py: Python<'_>,
+        event_type: &Bound<'_, PyType>,
+        hooks: &Bound<'_, PyDict>,
+        on_error: &Bound<'_, PyAny>,
+        on_message: &Bound<'_, PyAny>,
         max: usize,
         timeout: Option<f64>,
-    ) -> Option<Vec<EventTuple>> {
+    ) -> PyResult<Option<usize>> {
+        let maker = EventMaker::new(event_type)?;
         let timeout = timeout.map(|t| Duration::from_secs_f64(t.max(0.0)));
         let stream = Arc::clone(&self.inner);
-        match py.detach(move || stream.next_batch(max.max(1), timeout)) {
-            Batch::Closed => None,
-            Batch::Idle => Some(Vec::new()),
-            Batch::Events(events) => Some(
-                events
-                    .into_iter()
-                    .map(|e| {
-                        (
-                            e.kind.name(),
-                            e.job_id,
-                            e.tube.map(String::from),
-                            e.priority,
-                            e.at,
-                            e.detail,
-                        )
-                    })
-                    .collect(),
-            ),
+        let events = match py.detach(move || stream.next_batch(max.max(1), timeout)) {
+            Batch::Closed => return Ok(None),
+            Batch::Idle => return Ok(Some(0)),
+            Batch::Events(events) => events,
+        };
+        let taken = events.len();
+        let mut delivery = Delivery {
+            hooks,
+            on_error,
+            fns: vec![None; self.kind_names.len()],
+            tubes: Vec::new(),
+        };
+        // The event handed to the hooks; reused for the next event when no hook kept
+        // a reference to it.
+        let mut value: Option<Bound<'_, PyAny>> = None;
+        for event in &events {
+            let name = self.kind_names[event.kind as usize].bind(py);
+            if event.kind == EventKind::Message {
+                let text = event.detail.as_deref().unwrap_or("");
+                on_message.call1((event.priority.unwrap_or(level::INFO), text))?;
+                continue;
+            }
+            let Some(fns) = delivery.hooks_of(event.kind, name)? else {
+                continue;
+            };
+            let tube = delivery.tube_name(py, event.tube.as_ref());
+            let fields = [
+                name.clone().into_any(),
+                event.job_id.into_pyobject(py)?,
+                tube,
+                event.priority.into_pyobject(py)?,
+                PyFloat::new(py, event.at).into_any(),
+                event.detail.as_deref().into_pyobject(py)?,
+            ];
+            let current = maker.make(py, value.take(), fields)?;
+            for hook in fns.iter() {
+                delivery.call(&hook, &current)?;
+            }
+            value = Some(current);
         }
+        drop(value);
+        self.inner.recycle(events);
+        Ok(Some(taken))
+    }
+}
+
+/// Builds `Event` named tuples straight from their six fields, as `tuple.__new__`
+/// does for a subclass, without a call into Python per event.
+struct EventMaker {
+    ty: *mut ffi::PyTypeObject,
+    alloc: ffi::allocfunc,
+}
+
+impl EventMaker {
+    fn new(event_type: &Bound<'_, PyType>) -> PyResult<EventMaker> {
+        let py = event_type.py();
+        let fields = event_type.getattr(intern!(py, "_fields"))?;
+        if !event_type.is_subclass_of::<PyTuple>()? || fields.len()? != FIELDS {
+            return Err(PyTypeError::new_err(
+                "event_type must be a named tuple of six fields",
+            ));
+        }
+        let ty = event_type.as_type_ptr();
+        // SAFETY: `ty` is a live type object; tp_alloc is a slot every type has.
+        let slot = unsafe { ffi::PyType_GetSlot(ty, ffi::Py_tp_alloc) };
+        if slot.is_null() {
+            return Err(PyTypeError::new_err("event_type cannot be instantiated"));
+        }
+        // SAFETY: the tp_alloc slot holds a function of the allocfunc signature.
+        let alloc = unsafe { std::mem::transmute::<*mut c_void, ffi::allocfunc>(slot) };
+        Ok(EventMaker { ty, alloc })
+    }
+
+    /// An event holding `fields`: `spare` refilled when nothing else refers to it
+    /// (no hook kept the previous event, so no one can see it change, as CPython's
+    /// own `zip` reuses its result tuple), else a new one.
+    fn make<'py>(
+        &self,
+        py: Python<'py>,
+        spare: Option<Bound<'py, PyAny>>,
+        fields: [Bound<'py, PyAny>; FIELDS],
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // SAFETY: `alloc` is the tuple subclass's allocator; it returns a new object
+        // with room for FIELDS items, all NULL, or NULL with an exception set. A
+        // spare is such an object with a reference count of one: ours. Each
+        // PyTuple_SetItem stores (and takes over) one owned reference, releasing the
+        // item it replaces, in an object nothing else can see.
+        unsafe {
+            let obj = match spare {
+                Some(obj) if ffi::Py_REFCNT(obj.as_ptr()) == 1 => obj,
+                _ => {
+                    let obj = (self.alloc)(self.ty, FIELDS as ffi::Py_ssize_t);
+                    if obj.is_null() {
+                        return Err(PyErr::fetch(py));
+                    }
+                    Bound::from_owned_ptr(py, obj)
+                }
+            };
+            for (i, field) in fields.into_iter().enumerate() {
+                if ffi::PyTuple_SetItem(obj.as_ptr(), i as ffi::Py_ssize_t, field.into_ptr()) != 0 {
+                    return Err(PyErr::fetch(py));
+                }
+            }
+            Ok(obj)
+        }
+    }
+}
+
+/// Fields in an `Event`.
+const FIELDS: usize = 6;
+
+/// Tube names made into Python strings during one batch, at most this many (found
+/// by pointer: every event of a tube shares the tube's name).
+const TUBE_CACHE: usize = 16;
+
+/// What one batch's delivery looks up once and reuses.
+struct Delivery<'a, 'py> {
+    hooks: &'a Bound<'py, PyDict>,
+    on_error: &'a Bound<'py, PyAny>,
+    /// Each kind's hooks, read from `hooks` at the kind's first event in the batch
+    /// (registration replaces a kind's tuple whole).
+    fns: Vec<Option<Option<Bound<'py, PyTuple>>>>,
+    /// The batch's events hold their tube names alive, so a pointer names one.
+    tubes: Vec<(*const u8, Bound<'py, PyAny>)>,
+}
+
+impl<'py> Delivery<'_, 'py> {
+    fn hooks_of(
+        &mut self,
+        kind: EventKind,
+        name: &Bound<'py, PyString>,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let slot = &mut self.fns[kind as usize];
+        if slot.is_none() {
+            let found = match self.hooks.get_item(name)? {
+                Some(v) => Some(v.cast_into::<PyTuple>()?),
+                None => None,
+            };
+            *slot = Some(found.filter(|t| !t.is_empty()));
+        }
+        Ok(slot.clone().flatten())
+    }
+
+    fn tube_name(&mut self, py: Python<'py>, tube: Option<&Arc<[u8]>>) -> Bound<'py, PyAny> {
+        let Some(tube) = tube else {
+            return py.None().into_bound(py);
+        };
+        let key = tube.as_ptr();
+        if let Some((_, s)) = self.tubes.iter().find(|(p, _)| *p == key) {
+            return s.clone();
+        }
+        let s = PyString::new(py, &String::from_utf8_lossy(tube)).into_any();
+        if self.tubes.len() < TUBE_CACHE {
+            self.tubes.push((key, s.clone()));
+        }
+        s
+    }
+
+    /// Call one hook; an `Exception` it raises goes to `on_error`, anything else
+    /// (SystemExit, KeyboardInterrupt) ends the delivery.
+    fn call(&self, hook: &Bound<'py, PyAny>, event: &Bound<'py, PyAny>) -> PyResult<()> {
+        let py = hook.py();
+        // SAFETY: both are live objects; the argument list ends with NULL as the
+        // variadic call requires. The result (a new reference or NULL) is owned here.
+        let result = unsafe {
+            ffi::PyObject_CallFunctionObjArgs(
+                hook.as_ptr(),
+                event.as_ptr(),
+                std::ptr::null_mut::<ffi::PyObject>(),
+            )
+        };
+        if !result.is_null() {
+            // SAFETY: a new reference from the call, released here.
+            unsafe { ffi::Py_DecRef(result) };
+            return Ok(());
+        }
+        let err = PyErr::fetch(py);
+        if !err.is_instance_of::<PyException>(py) {
+            return Err(err);
+        }
+        let exc = err.into_value(py);
+        self.on_error.call1((hook, event, exc))?;
+        Ok(())
     }
 }
 

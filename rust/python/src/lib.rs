@@ -279,8 +279,8 @@ impl PyServerHandle {
     }
 
     /// Start the event queue (`capacity` events) and return its receiving end.
-    fn subscribe_events(&self, capacity: usize) -> events::PyEventStream {
-        events::PyEventStream::new(self.events.subscribe(capacity))
+    fn subscribe_events(&self, py: Python<'_>, capacity: usize) -> events::PyEventStream {
+        events::PyEventStream::new(py, self.events.subscribe(capacity))
     }
 
     /// Produce events of exactly these kinds from now on.

@@ -85,7 +85,7 @@ mod tests {
     #[test]
     fn connections_beyond_the_limit_are_refused_and_counted() {
         let limits = Limits::default();
-        let events = EventHub::new(0);
+        let events = std::sync::Arc::new(EventHub::new(0));
         let stream = events.subscribe(8);
         events.set_kinds(&[EventKind::ConnectionRefused]);
         assert!(!limits.refuse(1_000_000, &events), "no limit by default");

@@ -191,13 +191,13 @@ impl Store {
         let Some(job) = self.jobs.get(slot) else {
             return;
         };
-        let tube = String::from_utf8_lossy(&self.tubes.get(job.tube).name).into();
+        let tube = Arc::clone(&self.tubes.get(job.tube).name);
         self.events.send(Event {
             kind,
             job_id: Some(job.id),
             tube: Some(tube),
             priority: Some(job.pri),
-            at: crate::events::unix_now(),
+            at: crate::events::unix_now_coarse(),
             detail,
         });
     }

@@ -465,9 +465,9 @@ impl Store {
             self.events.send(crate::events::Event {
                 kind: EventKind::PauseTube,
                 job_id: None,
-                tube: Some(String::from_utf8_lossy(name).into()),
+                tube: Some(std::sync::Arc::clone(&self.tubes.get(tube).name)),
                 priority: None,
-                at: crate::events::unix_now(),
+                at: crate::events::unix_now_coarse(),
                 detail: Some(delay.to_string()),
             });
         }

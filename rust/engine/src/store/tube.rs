@@ -2,6 +2,7 @@
 //! demand and drops them when nothing refers to them.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 
 use super::heap::{DelayEntry, IndexedHeap};
 
@@ -17,7 +18,8 @@ pub struct Pause {
 
 #[derive(Debug)]
 pub struct Tube {
-    pub name: Box<[u8]>,
+    /// Shared (not boxed) so that an event can carry the name without a copy.
+    pub name: Arc<[u8]>,
     /// Ready jobs by (pri, id).
     pub ready: IndexedHeap,
     /// Delayed jobs by (ready-at, id).
@@ -133,7 +135,7 @@ impl Tubes {
         let Some(tube) = self.slots.get_mut(slot as usize).and_then(Option::take) else {
             return;
         };
-        self.by_name.remove(&tube.name);
+        self.by_name.remove(&*tube.name);
         if let Some(i) = self.order.iter().position(|&s| s == slot) {
             self.order.swap_remove(i);
         }
