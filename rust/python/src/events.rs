@@ -71,6 +71,7 @@ impl PyEventStream {
             on_error,
             fns: vec![None; self.kind_names.len()],
             tubes: Vec::new(),
+            stamp: None,
         };
         // The event handed to the hooks; reused for the next event when no hook kept
         // a reference to it.
@@ -91,7 +92,7 @@ impl PyEventStream {
                 event.job_id.into_pyobject(py)?,
                 tube,
                 event.priority.into_pyobject(py)?,
-                PyFloat::new(py, event.at).into_any(),
+                delivery.stamp(py, event.at),
                 event.detail.as_deref().into_pyobject(py)?,
             ];
             let current = maker.make(py, value.take(), fields)?;
@@ -159,7 +160,13 @@ impl EventMaker {
                 }
             };
             for (i, field) in fields.into_iter().enumerate() {
-                if ffi::PyTuple_SetItem(obj.as_ptr(), i as ffi::Py_ssize_t, field.into_ptr()) != 0 {
+                let i = i as ffi::Py_ssize_t;
+                // An item already in place (the kind, the tube, the stamp, a None)
+                // stays: `field`, a second reference to it, is simply released.
+                if ffi::PyTuple_GetItem(obj.as_ptr(), i) == field.as_ptr() {
+                    continue;
+                }
+                if ffi::PyTuple_SetItem(obj.as_ptr(), i, field.into_ptr()) != 0 {
                     return Err(PyErr::fetch(py));
                 }
             }
@@ -184,6 +191,8 @@ struct Delivery<'a, 'py> {
     fns: Vec<Option<Option<Bound<'py, PyTuple>>>>,
     /// The batch's events hold their tube names alive, so a pointer names one.
     tubes: Vec<(*const u8, Bound<'py, PyAny>)>,
+    /// The last time stamp made: job events come many to a tick of the coarse clock.
+    stamp: Option<(f64, Bound<'py, PyAny>)>,
 }
 
 impl<'py> Delivery<'_, 'py> {
@@ -201,6 +210,17 @@ impl<'py> Delivery<'_, 'py> {
             *slot = Some(found.filter(|t| !t.is_empty()));
         }
         Ok(slot.clone().flatten())
+    }
+
+    fn stamp(&mut self, py: Python<'py>, at: f64) -> Bound<'py, PyAny> {
+        match &self.stamp {
+            Some((last, value)) if last.to_bits() == at.to_bits() => value.clone(),
+            _ => {
+                let value = PyFloat::new(py, at).into_any();
+                self.stamp = Some((at, value.clone()));
+                value
+            }
+        }
     }
 
     fn tube_name(&mut self, py: Python<'py>, tube: Option<&Arc<[u8]>>) -> Bound<'py, PyAny> {
