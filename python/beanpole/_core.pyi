@@ -297,6 +297,8 @@ class NativeClient:
         offset, names)`` or None. The ids as packed little-endian uint64."""
     def stats_job_many(self, ids: list[int], window: int) -> list[tuple[bytes, int] | None]:
         """Pipelined stats-job: each job's tube and priority, None when not found."""
+    def reserve_job_many(self, ids: list[int], window: int) -> list[tuple[int, bytes] | None]:
+        """Pipelined reserve-job: each job's id and body, None when not found."""
     def reserve_many(self, n: int, timeout: int, window: int) -> list[_Job]: ...
     def delete_many(self, ids: Iterable[object], window: int) -> list[int]: ...
     def release_many(

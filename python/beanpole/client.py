@@ -486,6 +486,14 @@ class Client(Generic[TBody]):
         pairs = self._native.reserve_many(n, timeout, window)
         return [self._job(p) for p in pairs]
 
+    def reserve_job_many(
+        self, ids: Iterable[JobOrId], *, window: int = DEFAULT_WINDOW
+    ) -> list[Job[TBody] | None]:
+        """Reserve every named job (pipelined ``reserve-job``), in order; None for a job
+        that is not found (deleted, or reserved by another connection)."""
+        pairs = self._native.reserve_job_many([_id(j) for j in ids], window)
+        return [None if p is None else self._job(p) for p in pairs]
+
     def stats_job_many(
         self, ids: Iterable[JobOrId], *, window: int = DEFAULT_WINDOW
     ) -> list[tuple[str, int] | None]:

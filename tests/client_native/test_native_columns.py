@@ -84,3 +84,28 @@ def test_shard_column_agrees_with_rendezvous() -> None:
         else:
             assert servers[got[i]] == rendezvous(servers, key)
     assert len(set(got)) == 3
+
+
+def test_reserve_job_many_takes_the_named_jobs(any_server: Running) -> None:
+    with (
+        Client(any_server.address, encoding=None, timeout=30) as c,
+        Client(any_server.address, encoding=None, timeout=30) as other,
+    ):
+        ids = [c.put(bytes([i]) * (i + 1)) for i in range(6)]
+        c.delete(ids[1])
+        assert other.reserve_job(ids[2]).id == ids[2]
+        got = c.reserve_job_many([*ids, 10**9], window=2)
+        assert [None if j is None else (j.id, j.body) for j in got] == [
+            (ids[0], b"\x00"),
+            None,
+            None,
+            (ids[3], b"\x03" * 4),
+            (ids[4], b"\x04" * 5),
+            (ids[5], b"\x05" * 6),
+            None,
+        ]
+        for job in (ids[0], ids[3], ids[4], ids[5]):
+            assert c.stats_job(job)["state"] == "reserved"
+        # Reserved by this connection already: reserve-job does not find it again.
+        assert c.reserve_job_many([ids[0]]) == [None]
+        assert c.reserve_job_many([]) == []

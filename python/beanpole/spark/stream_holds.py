@@ -163,17 +163,15 @@ class Holds:
         gone = 0
         while waiting:
             later: list[int] = []
-            for i in waiting:
-                try:
-                    job = client.reserve_job(i)
-                except NotFoundError:
-                    if self._reserved_elsewhere(client, i):
-                        later.append(i)
-                    else:
-                        gone += 1
-                    continue
-                ids.append(job.id)
-                bodies.append(job.body)
+            # Pipelined: a replayed batch may name many thousands of jobs.
+            for i, job in zip(waiting, client.reserve_job_many(waiting), strict=True):
+                if job is not None:
+                    ids.append(job.id)
+                    bodies.append(job.body)
+                elif self._reserved_elsewhere(client, i):
+                    later.append(i)
+                else:
+                    gone += 1
             if later and time.monotonic() >= deadline:
                 log.warning(
                     "beanpole: %d jobs of a replayed batch on %s are still reserved by "

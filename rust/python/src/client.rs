@@ -480,6 +480,17 @@ impl PyClient {
         self.tube_and_priority(py, ids, window)
     }
 
+    /// Pipelined reserve-job: each job's id and body, None when not found.
+    #[pyo3(signature = (ids, window))]
+    fn reserve_job_many(
+        &self,
+        py: Python<'_>,
+        ids: Vec<u64>,
+        window: usize,
+    ) -> PyResult<Vec<columns::Reserved>> {
+        self.reserve_jobs(py, ids, window)
+    }
+
     /// Pipelined `reserve-with-timeout`: the first waits `timeout` seconds, the rest
     /// take what is ready; stops at the first TIMED_OUT or DEADLINE_SOON.
     #[pyo3(signature = (n, timeout, window))]

@@ -1,7 +1,8 @@
 //! Batches whose items come from Arrow columns, for the Spark data sources: puts whose
 //! bodies, priorities, delays, ttrs and tubes are read from Arrow buffers (no Python
-//! object per job), the server of each key of a column (rendezvous hashing), and
-//! pipelined stats-job for the tube and priority of reserved jobs.
+//! object per job), the server of each key of a column (rendezvous hashing),
+//! pipelined stats-job for the tube and priority of reserved jobs, and pipelined
+//! reserve-job for the jobs of a replayed batch.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -270,6 +271,70 @@ impl PyClient {
         Ok(rows
             .into_iter()
             .map(|r| r.map(|(t, p)| (PyBytes::new(py, &t).unbind(), p)))
+            .collect())
+    }
+}
+
+/// One job of a pipelined reserve-job: its body, or None when it was not found.
+pub(super) type Reserved = Option<(u64, Py<PyBytes>)>;
+
+impl PyClient {
+    pub(super) fn reserve_jobs(
+        &self,
+        py: Python<'_>,
+        ids: Vec<u64>,
+        window: usize,
+    ) -> PyResult<Vec<Reserved>> {
+        let result = py.detach(|| {
+            let mut tally: Tally<Option<(u64, Vec<u8>)>> = Tally::default();
+            let mut conn = self.lock();
+            let mut next = 0usize;
+            let result = pipeline(
+                &mut conn,
+                window,
+                None,
+                |q, room| -> Result<(), ClientError> {
+                    let end = (next + room).min(ids.len());
+                    for id in &ids[next..end] {
+                        q.push(Command::ReserveJob(*id))?;
+                    }
+                    next = end;
+                    Ok(())
+                },
+                |index, reply| {
+                    let outcome = match reply {
+                        Reply::Reserved { id, body } => Ok(Some((id, body))),
+                        Reply::Error(ErrorReply::NotFound) => Ok(None),
+                        other => Err(match Command::ReserveJob(0).expect(other) {
+                            Err(e) => e,
+                            Ok(r) => unexpected(&r),
+                        }),
+                    };
+                    tally.record(index, outcome)
+                },
+            );
+            let result = result.map(|e| e.map(|e| PyValueError::new_err(e.to_string())));
+            tally.finish(result).map_err(Box::new)
+        });
+        let jobs = result.map_err(|f| {
+            batch_error(
+                py,
+                "reserve_job_many",
+                f,
+                |py, v: Option<(u64, Vec<u8>)>| {
+                    Ok(match v {
+                        None => py.None(),
+                        Some((id, body)) => (id, PyBytes::new(py, &body))
+                            .into_pyobject(py)?
+                            .into_any()
+                            .unbind(),
+                    })
+                },
+            )
+        })?;
+        Ok(jobs
+            .into_iter()
+            .map(|j| j.map(|(id, body)| (id, PyBytes::new(py, &body).unbind())))
             .collect())
     }
 }
