@@ -15,7 +15,8 @@ What is measured:
   side by side: ``df.write.format("beanpole")``; greenstalk ``put`` per row in
   ``foreachPartition`` (what people write today); and a hand-pipelined socket loop in
   ``foreachPartition`` (10,000 puts written before their replies are read). Each run
-  gets a fresh server, and every run checks the server holds exactly N jobs.
+  gets a fresh server, and every run checks the server holds exactly N jobs. Beside
+  them Spark's floor: the same rows into a Python Arrow writer that keeps nothing.
 - ``stream``: the streaming reader (format ``beanpole`` on ``readStream``) over N ready
   jobs of 100 bytes in one embedded server, availableNow, ``--stream-batch`` jobs per
   micro-batch (``maxRowsPerTrigger``), into a ``noop`` sink; every job is deleted once
@@ -146,10 +147,14 @@ def binlog_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str,
         return out
 
 
-def timed_floor(spark: Any, rows: int, partitions: int, body_size: int) -> float:
+def _bench_on_path() -> None:
     here = str(Path(__file__).resolve().parent)
     if here not in sys.path:  # imported by path (tests/spark), not run from bench/
         sys.path.insert(0, here)
+
+
+def timed_floor(spark: Any, rows: int, partitions: int, body_size: int) -> float:
+    _bench_on_path()
     import spark_floor
 
     spark_floor.register(spark)
@@ -209,11 +214,21 @@ def _baselines(address: tuple[str, int], tube: str) -> dict[str, Callable[[Any],
     return {"greenstalk": greenstalk_put, "socket loop": socket_loop}
 
 
-WRITERS = ("beanpole", "greenstalk", "socket loop")
+#: The contenders; "spark floor" is Spark's own cost for the same rows into a Python
+#: Arrow writer that keeps nothing (bench/spark_floor.py): what no writer can beat.
+WRITERS = ("beanpole", "greenstalk", "socket loop", "spark floor")
 
 
 def timed_write(spark: Any, df: Any, how: str, jobs: int) -> float:
     """One write of ``df`` into a fresh server; seconds. Checks every row arrived."""
+    if how == "spark floor":
+        _bench_on_path()
+        import spark_floor
+
+        spark_floor.register(spark)
+        started = time.perf_counter()
+        df.write.format(spark_floor.DISCARD).mode("append").save()
+        return time.perf_counter() - started
     with beanpole.Server(listen="127.0.0.1", port=0) as srv:
         address = srv.address
         assert isinstance(address, tuple)

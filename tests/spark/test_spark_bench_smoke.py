@@ -27,7 +27,7 @@ def test_spark_bench_smoke(spark: Any, capsys: Any) -> None:
         assert figure["modes"][mode]["rows_per_s"] > 0
     assert figure["floor"]["partitions"] >= 1 and figure["floor"]["rows_per_s"] > 0
     writer = result["writer"]
-    assert set(writer["writers"]) == {"beanpole", "greenstalk", "socket loop"}
+    assert set(writer["writers"]) == {"beanpole", "greenstalk", "socket loop", "spark floor"}
     assert all(w["rows_per_s"] > 0 for w in writer["writers"].values())
     stream = result["stream"]
     assert stream["jobs"] == 3000 and len(stream["warm_s"]) == 1
