@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import pwd
 import signal
 import socket
 import threading
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, Self, TypeAlias, TypeVar, Unpack, 
 
 from beanpole.config import Config, ConfigChanges
 from beanpole.hooks import Dispatcher, Hook, check_kind
+from beanpole.privileges import PrivilegeError, become, check_log_dir_for, lookup_user
 
 if TYPE_CHECKING:
     from beanpole._core import Admin, ServerHandle, _StatValue
@@ -102,9 +102,12 @@ class Server:
             if self._handle is not None:
                 raise ServerError(f"this server is already running on {self._describe()}")
             cfg = self._config
-            account = _lookup_user(cfg.user) if cfg.user is not None else None
-            if account is not None and cfg.binlog_dir is not None:
-                _check_log_dir_for(account, cfg.binlog_dir)
+            try:
+                account = lookup_user(cfg.user) if cfg.user is not None else None
+                if account is not None and cfg.binlog_dir is not None:
+                    check_log_dir_for(account, cfg.binlog_dir)
+            except PrivilegeError as err:
+                raise ServerError(str(err)) from None
             # Read before switching user: the token file may be readable by root only.
             token = _admin_token(cfg)
             try:
@@ -114,7 +117,7 @@ class Server:
                 self._listen_fds = ()
             if account is not None:
                 try:
-                    _become(account)
+                    become(account)
                 except OSError as err:
                     handle.stop()
                     self._stopping = True
@@ -576,42 +579,3 @@ def _close_all(fds: tuple[int, ...]) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
-
-
-def _lookup_user(name: str) -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        raise ServerError(f"cannot become user {name!r}: no such user") from None
-
-
-def _check_log_dir_for(account: pwd.struct_passwd, binlog_dir: str) -> None:
-    """The log is opened before the switch of user, but its later files are made after
-    it: refuse to start when ``account`` could not make them. Checked with the user's
-    ids as the effective ones (root only; otherwise the switch itself fails later)."""
-    if os.geteuid() != 0 or account.pw_uid == 0:
-        return
-    path = os.path.abspath(binlog_dir)
-    while not os.path.exists(path) and os.path.dirname(path) != path:
-        path = os.path.dirname(path)
-    os.setegid(account.pw_gid)
-    os.seteuid(account.pw_uid)
-    try:
-        allowed = os.access(path, os.W_OK | os.X_OK, effective_ids=True)
-    finally:
-        os.seteuid(0)
-        os.setegid(0)
-    if not allowed:
-        raise ServerError(
-            f"user {account.pw_name!r} cannot write the log directory {binlog_dir} "
-            "(or a directory on its path)"
-        )
-
-
-def _become(account: pwd.struct_passwd) -> None:
-    """Switch the whole process to ``account``'s user and group, dropping other groups."""
-    if os.geteuid() == account.pw_uid and os.getegid() == account.pw_gid:
-        return
-    os.setgroups([])
-    os.setgid(account.pw_gid)
-    os.setuid(account.pw_uid)
