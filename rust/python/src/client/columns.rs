@@ -7,12 +7,12 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-use beanpole_client::batch::{pipeline, Tally};
+use beanpole_client::batch::{pipeline, BatchFailure, Tally};
 use beanpole_client::{shard, ClientError, Command, ErrorReply, Reply};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::PyBytes;
 
 use super::items::{batch_error, id_of, unexpected, Arrow};
 use super::PyClient;
@@ -221,72 +221,74 @@ impl PyClient {
         ids: Vec<u64>,
         window: usize,
     ) -> PyResult<Vec<TubeAndPri>> {
-        let result = py.detach(|| {
-            let mut tally: Tally<Option<(Vec<u8>, u32)>> = Tally::default();
-            let mut conn = self.lock();
-            let mut next = 0usize;
-            let result = pipeline(
-                &mut conn,
-                window,
-                None,
-                |q, room| -> Result<(), ClientError> {
-                    let end = (next + room).min(ids.len());
-                    for id in &ids[next..end] {
-                        q.push(Command::StatsJob(*id))?;
-                    }
-                    next = end;
-                    Ok(())
-                },
-                |index, reply| {
-                    let outcome = match reply {
-                        Reply::Ok(body) => Ok(tube_and_pri(&body)),
-                        Reply::Error(ErrorReply::NotFound) => Ok(None),
-                        other => Err(match Command::StatsJob(0).expect(other) {
-                            Err(e) => e,
-                            Ok(r) => unexpected(&r),
-                        }),
-                    };
-                    tally.record(index, outcome)
-                },
-            );
-            let result = result.map(|e| e.map(|e| PyValueError::new_err(e.to_string())));
-            tally.finish(result).map_err(Box::new)
-        });
-        let rows = result.map_err(|f| {
-            batch_error(py, "stats_job_many", f, |py, v: Option<(Vec<u8>, u32)>| {
-                Ok(match v {
-                    None => py.None(),
-                    Some((t, p)) => PyTuple::new(
-                        py,
-                        [
-                            PyBytes::new(py, &t).into_any(),
-                            p.into_pyobject(py)?.into_any(),
-                        ],
-                    )?
-                    .into_any()
-                    .unbind(),
-                })
+        let rows = self
+            .each_found(py, &ids, window, Command::StatsJob, |reply| match reply {
+                Reply::Ok(body) => Ok(tube_and_pri(&body)),
+                other => Err(other),
             })
-        })?;
+            .map_err(|f| {
+                batch_error(py, "stats_job_many", f, |py, v: Option<(Vec<u8>, u32)>| {
+                    Ok(match v {
+                        None => py.None(),
+                        Some((t, p)) => (PyBytes::new(py, &t), p)
+                            .into_pyobject(py)?
+                            .into_any()
+                            .unbind(),
+                    })
+                })
+            })?;
         Ok(rows
             .into_iter()
             .map(|r| r.map(|(t, p)| (PyBytes::new(py, &t).unbind(), p)))
             .collect())
     }
-}
 
-/// One job of a pipelined reserve-job: its body, or None when it was not found.
-pub(super) type Reserved = Option<(u64, Py<PyBytes>)>;
-
-impl PyClient {
+    /// See `NativeClient.reserve_job_many` in `_core.pyi`.
     pub(super) fn reserve_jobs(
         &self,
         py: Python<'_>,
         ids: Vec<u64>,
         window: usize,
     ) -> PyResult<Vec<Reserved>> {
-        let result = py.detach(|| {
-            let mut tally: Tally<Option<(u64, Vec<u8>)>> = Tally::default();
+        let jobs = self
+            .each_found(py, &ids, window, Command::ReserveJob, |reply| match reply {
+                Reply::Reserved { id, body } => Ok(Some((id, body))),
+                other => Err(other),
+            })
+            .map_err(|f| {
+                batch_error(
+                    py,
+                    "reserve_job_many",
+                    f,
+                    |py, v: Option<(u64, Vec<u8>)>| {
+                        Ok(match v {
+                            None => py.None(),
+                            Some((id, body)) => (id, PyBytes::new(py, &body))
+                                .into_pyobject(py)?
+                                .into_any()
+                                .unbind(),
+                        })
+                    },
+                )
+            })?;
+        Ok(jobs
+            .into_iter()
+            .map(|j| j.map(|(id, body)| (id, PyBytes::new(py, &body).unbind())))
+            .collect())
+    }
+
+    /// `command(id)` for every id, pipelined, where NOT_FOUND means None: `found`
+    /// turns each other reply into a value, or gives back one it did not expect.
+    fn each_found<T: Send>(
+        &self,
+        py: Python<'_>,
+        ids: &[u64],
+        window: usize,
+        command: fn(u64) -> Command<'static>,
+        found: fn(Reply) -> Result<Option<T>, Reply>,
+    ) -> Found<T> {
+        py.detach(|| {
+            let mut tally: Tally<Option<T>> = Tally::default();
             let mut conn = self.lock();
             let mut next = 0usize;
             let result = pipeline(
@@ -296,16 +298,15 @@ impl PyClient {
                 |q, room| -> Result<(), ClientError> {
                     let end = (next + room).min(ids.len());
                     for id in &ids[next..end] {
-                        q.push(Command::ReserveJob(*id))?;
+                        q.push(command(*id))?;
                     }
                     next = end;
                     Ok(())
                 },
                 |index, reply| {
                     let outcome = match reply {
-                        Reply::Reserved { id, body } => Ok(Some((id, body))),
                         Reply::Error(ErrorReply::NotFound) => Ok(None),
-                        other => Err(match Command::ReserveJob(0).expect(other) {
+                        other => found(other).map_err(|other| match command(0).expect(other) {
                             Err(e) => e,
                             Ok(r) => unexpected(&r),
                         }),
@@ -315,29 +316,15 @@ impl PyClient {
             );
             let result = result.map(|e| e.map(|e| PyValueError::new_err(e.to_string())));
             tally.finish(result).map_err(Box::new)
-        });
-        let jobs = result.map_err(|f| {
-            batch_error(
-                py,
-                "reserve_job_many",
-                f,
-                |py, v: Option<(u64, Vec<u8>)>| {
-                    Ok(match v {
-                        None => py.None(),
-                        Some((id, body)) => (id, PyBytes::new(py, &body))
-                            .into_pyobject(py)?
-                            .into_any()
-                            .unbind(),
-                    })
-                },
-            )
-        })?;
-        Ok(jobs
-            .into_iter()
-            .map(|j| j.map(|(id, body)| (id, PyBytes::new(py, &body).unbind())))
-            .collect())
+        })
     }
 }
+
+/// What [`PyClient::each_found`] returns: a value or None per id, or how it failed.
+type Found<T> = Result<Vec<Option<T>>, Box<BatchFailure<Option<T>, PyErr>>>;
+
+/// One job of a pipelined reserve-job: its id and body, or None when not found.
+pub(super) type Reserved = Option<(u64, Py<PyBytes>)>;
 
 /// The `tube` and `pri` fields of a stats-job body.
 fn tube_and_pri(body: &[u8]) -> Option<(Vec<u8>, u32)> {
