@@ -127,6 +127,22 @@ def test_max_rows_per_trigger_splits_into_batches(spark: Any, server: str, tmp_p
     assert left_in(server, "t") == {}
 
 
+def test_with_priority_fills_each_jobs_priority(spark: Any, server: str) -> None:
+    with beanpole.Client(server, encoding=None, use="p") as c:
+        ids = [c.put(b"job-%d" % i, priority=i * 7) for i in range(300)]
+    query = (
+        stream(spark, server, "p", withPriority="true")
+        .writeStream.format("memory")
+        .queryName("prio")
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    got = {r.id: r.priority for r in spark.sql("select id, priority from prio").collect()}
+    assert got == {job: i * 7 for i, job in enumerate(ids)}
+    assert left_in(server, "p") == {}
+
+
 def test_bad_options_give_one_clear_error(spark: Any, server: str) -> None:
     cases = {
         "option maxRowsPerTrigger must be a positive whole number": {

@@ -110,7 +110,7 @@ class StreamSettings:
     touch_interval: float | None
     timeout: float
     release_wait: float
-    #: Fill ``priority`` with a ``stats-job`` per row (one round trip each, in the tasks).
+    #: Fill ``priority`` with a ``stats-job`` per row (pipelined, in the tasks).
     with_priority: bool
     #: Append one JSON line per call Spark makes to the reader here (for debugging).
     call_log: str | None
