@@ -143,9 +143,12 @@ class Server:
             handle = self._handle
             if handle is None:
                 return
+        # The HTTP endpoint and the dashboard's sampler first: until they are gone they
+        # may still ask this server for a snapshot, which a stopping server refuses.
+        self._stop_http()
+        with self._lock:
             first = not self._stopping
             self._stopping = True
-        self._stop_http()
         if first:
             handle.stop(timeout)
             # The hooks get what was queued before the stop (the shutdown event last).
