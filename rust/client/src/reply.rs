@@ -59,10 +59,39 @@ pub enum Parsed {
 pub const MAX_REPLY_LINE: usize = MAX_LINE + 32;
 
 fn number(word: &[u8]) -> Option<u64> {
-    if word.is_empty() || word.len() > 20 || !word.iter().all(u8::is_ascii_digit) {
+    if word.is_empty() || word.len() > 20 {
         return None;
     }
-    std::str::from_utf8(word).ok()?.parse().ok()
+    word.iter().try_fold(0u64, |n, &b| {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+    })
+}
+
+/// The replies that are one fixed line.
+fn fixed(with_crlf: &[u8]) -> Option<Reply> {
+    Some(match with_crlf {
+        p::DELETED => Reply::Deleted,
+        p::RELEASED => Reply::Released,
+        p::BURIED => Reply::Buried(None),
+        p::TOUCHED => Reply::Touched,
+        p::KICKED => Reply::Kicked(None),
+        p::PAUSED => Reply::Paused,
+        p::NOT_FOUND => Reply::Error(ErrorReply::NotFound),
+        p::TIMED_OUT => Reply::Error(ErrorReply::TimedOut),
+        p::DEADLINE_SOON => Reply::Error(ErrorReply::DeadlineSoon),
+        p::NOT_IGNORED => Reply::Error(ErrorReply::NotIgnored),
+        p::DRAINING => Reply::Error(ErrorReply::Draining),
+        p::JOB_TOO_BIG => Reply::Error(ErrorReply::JobTooBig),
+        p::EXPECTED_CRLF => Reply::Error(ErrorReply::ExpectedCrlf),
+        p::OUT_OF_MEMORY => Reply::Error(ErrorReply::OutOfMemory),
+        p::BAD_FORMAT => Reply::Error(ErrorReply::BadFormat),
+        p::UNKNOWN_COMMAND => Reply::Error(ErrorReply::UnknownCommand),
+        b"INTERNAL_ERROR\r\n" => Reply::Error(ErrorReply::InternalError),
+        _ => return None,
+    })
 }
 
 fn bad(line: &[u8]) -> Parsed {
@@ -83,38 +112,15 @@ pub fn parse(buf: &[u8]) -> Parsed {
     }
     let line = &buf[..nl - 1];
     let used = nl + 1;
-    let fixed = [
-        (p::DELETED, Reply::Deleted),
-        (p::RELEASED, Reply::Released),
-        (p::BURIED, Reply::Buried(None)),
-        (p::TOUCHED, Reply::Touched),
-        (p::KICKED, Reply::Kicked(None)),
-        (p::PAUSED, Reply::Paused),
-        (p::NOT_FOUND, Reply::Error(ErrorReply::NotFound)),
-        (p::TIMED_OUT, Reply::Error(ErrorReply::TimedOut)),
-        (p::DEADLINE_SOON, Reply::Error(ErrorReply::DeadlineSoon)),
-        (p::NOT_IGNORED, Reply::Error(ErrorReply::NotIgnored)),
-        (p::DRAINING, Reply::Error(ErrorReply::Draining)),
-        (p::JOB_TOO_BIG, Reply::Error(ErrorReply::JobTooBig)),
-        (p::EXPECTED_CRLF, Reply::Error(ErrorReply::ExpectedCrlf)),
-        (p::OUT_OF_MEMORY, Reply::Error(ErrorReply::OutOfMemory)),
-        (p::BAD_FORMAT, Reply::Error(ErrorReply::BadFormat)),
-        (p::UNKNOWN_COMMAND, Reply::Error(ErrorReply::UnknownCommand)),
-        (
-            b"INTERNAL_ERROR\r\n",
-            Reply::Error(ErrorReply::InternalError),
-        ),
-    ];
-    for (word, reply) in fixed {
-        if with_crlf == word {
-            return Parsed::Done(reply, used);
-        }
+    if let Some(reply) = fixed(with_crlf) {
+        return Parsed::Done(reply, used);
     }
+    // At most two arguments: a third makes every reply bad, so it is only noticed.
     let mut words = line.split(|&b| b == b' ');
     let head = words.next().unwrap_or_default();
-    let args: Vec<&[u8]> = words.collect();
-    let one = |f: fn(u64) -> Reply| match args.as_slice() {
-        [n] => number(n).map_or_else(|| bad(line), |n| Parsed::Done(f(n), used)),
+    let (first, second, third) = (words.next(), words.next(), words.next());
+    let one = |f: fn(u64) -> Reply| match (first, second) {
+        (Some(n), None) => number(n).map_or_else(|| bad(line), |n| Parsed::Done(f(n), used)),
         _ => bad(line),
     };
     match head {
@@ -122,13 +128,16 @@ pub fn parse(buf: &[u8]) -> Parsed {
         b"BURIED" => one(|n| Reply::Buried(Some(n))),
         b"WATCHING" => one(Reply::Watching),
         b"KICKED" => one(|n| Reply::Kicked(Some(n))),
-        b"USING" if args.len() == 1 && !args[0].is_empty() => {
-            Parsed::Done(Reply::Using(args[0].to_vec()), used)
-        }
+        b"USING" => match (first, second) {
+            (Some(name), None) if !name.is_empty() => {
+                Parsed::Done(Reply::Using(name.to_vec()), used)
+            }
+            _ => bad(line),
+        },
         b"RESERVED" | b"FOUND" | b"OK" => {
-            let (id, size) = match (head, args.as_slice()) {
-                (b"OK", [size]) => (Some(0), number(size)),
-                (b"RESERVED" | b"FOUND", [id, size]) => (number(id), number(size)),
+            let (id, size) = match (head, first, second, third) {
+                (b"OK", Some(size), None, _) => (Some(0), number(size)),
+                (b"RESERVED" | b"FOUND", Some(id), Some(size), None) => (number(id), number(size)),
                 _ => (None, None),
             };
             let (Some(id), Some(size)) = (id, size) else {
@@ -188,6 +197,18 @@ mod tests {
     }
 
     #[test]
+    fn numbers_take_the_whole_range_and_leading_zeros() {
+        assert_eq!(
+            parse(b"INSERTED 18446744073709551615\r\n"),
+            Parsed::Done(Reply::Inserted(u64::MAX), 31)
+        );
+        assert_eq!(
+            parse(b"WATCHING 007\r\n"),
+            Parsed::Done(Reply::Watching(7), 14)
+        );
+    }
+
+    #[test]
     fn bodies_may_hold_anything() {
         let buf = b"RESERVED 7 5\r\na\r\nbc\r\nINSERTED 1\r\n";
         let want = Reply::Reserved {
@@ -223,6 +244,13 @@ mod tests {
             b"RESERVED 1\r\n",
             b"DELETED\n",
             b"\r\n",
+            b"INSERTED 1 2\r\n",
+            b"INSERTED 18446744073709551616\r\n",
+            b"RESERVED 1 2 3\r\nab\r\n",
+            b"OK 1 2\r\nx\r\n",
+            b"USING a b\r\n",
+            b"USING\r\n",
+            b"INSERTED -1\r\n",
         ] {
             assert!(matches!(parse(bad_reply), Parsed::Bad(_)), "{bad_reply:?}");
         }
