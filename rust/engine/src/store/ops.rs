@@ -467,7 +467,7 @@ impl Store {
                 job_id: None,
                 tube: Some(std::sync::Arc::clone(&self.tubes.get(tube).name)),
                 priority: None,
-                at: crate::events::unix_now_coarse(),
+                at: crate::events::unix_now(),
                 detail: Some(delay.to_string()),
             });
         }
