@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import socket
 import threading
 from pathlib import Path
 
@@ -169,6 +170,35 @@ def test_events_a_hook_keeps_never_change() -> None:
     assert seen == [("put", job, "default") for job in ids]
     assert [e.job_id for e in kept] == [job for job in ids if job % 3 == 0]
     assert all(type(e) is Event and e.kind == "put" and e.tube == "default" for e in kept)
+
+
+def test_a_refilled_event_carries_each_events_own_fields() -> None:
+    """Events nobody keeps are refilled in place, a field left alone when it repeats:
+    tubes and priorities that alternate, repeat and come back must each show."""
+    plan = [(f"t{i % 3}", (i * 7) % 4) for i in range(200)]
+    seen: list[tuple[object, ...]] = []
+    done = threading.Event()
+
+    def copy_fields(event: Event) -> None:
+        seen.append(tuple(event))
+        if len(seen) == len(plan):
+            done.set()
+
+    wire = b"".join(f"use {tube}\r\nput {pri} 0 60 1\r\nx\r\n".encode() for tube, pri in plan)
+    with _server() as srv:
+        srv.hook("put", copy_fields)
+        with socket.create_connection(srv.address, timeout=TIMEOUT) as sock:
+            sock.sendall(wire)  # one write: the events reach the hook in few batches
+            replies = b""
+            while replies.count(b"INSERTED") < len(plan):
+                chunk = sock.recv(65536)
+                assert chunk, "the server closed the connection"
+                replies += chunk
+        assert done.wait(TIMEOUT)
+    assert [(e[0], e[2], e[3], e[5]) for e in seen] == [("put", t, p, None) for t, p in plan]
+    ids = [e[1] for e in seen]
+    assert ids == sorted(ids) and len(set(ids)) == len(plan)
+    assert all(isinstance(e[4], float) for e in seen)
 
 
 def test_a_full_queue_drops_and_counts_without_blocking(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use std::ffi::c_void;
 
-use beanpole_engine::events::{level, Batch, EventKind, EventStream};
+use beanpole_engine::events::{level, Batch, Event, EventKind, EventStream};
 use beanpole_engine::server::Control;
 use pyo3::exceptions::{PyException, PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -66,16 +66,20 @@ impl PyEventStream {
             Batch::Events(events) => events,
         };
         let taken = events.len();
-        let mut delivery = Delivery {
+        let mut kind_hooks = KindHooks {
             hooks,
-            on_error,
             fns: vec![None; self.kind_names.len()],
+        };
+        let mut delivery = Delivery {
+            on_error,
             tubes: Vec::new(),
             stamp: None,
+            priority: None,
         };
-        // The event handed to the hooks; reused for the next event when no hook kept
-        // a reference to it.
-        let mut value: Option<Bound<'_, PyAny>> = None;
+        // The event handed to the hooks; refilled for the next event when no hook
+        // kept a reference to it.
+        let mut current: Option<Bound<'_, PyAny>> = None;
+        let mut fields = Fields::default();
         for event in &events {
             let name = self.kind_names[event.kind as usize].bind(py);
             if event.kind == EventKind::Message {
@@ -83,25 +87,27 @@ impl PyEventStream {
                 on_message.call1((event.priority.unwrap_or(level::INFO), text))?;
                 continue;
             }
-            let Some(fns) = delivery.hooks_of(event.kind, name)? else {
+            let Some(fns) = kind_hooks.of(event.kind, name)? else {
                 continue;
             };
-            let tube = delivery.tube_name(py, event.tube.as_ref());
-            let fields = [
-                name.clone().into_any(),
-                event.job_id.into_pyobject(py)?,
-                tube,
-                event.priority.into_pyobject(py)?,
-                delivery.stamp(py, event.at),
-                event.detail.as_deref().into_pyobject(py)?,
-            ];
-            let current = maker.make(py, value.take(), fields)?;
-            for hook in fns.iter() {
-                delivery.call(&hook, &current)?;
+            let spare = current.take().filter(|obj| {
+                // SAFETY: a live object.
+                unsafe { ffi::Py_REFCNT(obj.as_ptr()) == 1 }
+            });
+            let obj = match spare {
+                Some(obj) => obj,
+                None => {
+                    fields = Fields::default();
+                    maker.alloc(py)?
+                }
+            };
+            delivery.fill(&obj, &mut fields, name, event)?;
+            for hook in fns {
+                delivery.call(hook, &obj)?;
             }
-            value = Some(current);
+            current = Some(obj);
         }
-        drop(value);
+        drop(current);
         self.inner.recycle(events);
         Ok(Some(taken))
     }
@@ -134,43 +140,16 @@ impl EventMaker {
         Ok(EventMaker { ty, alloc })
     }
 
-    /// An event holding `fields`: `spare` refilled when nothing else refers to it
-    /// (no hook kept the previous event, so no one can see it change, as CPython's
-    /// own `zip` reuses its result tuple), else a new one.
-    fn make<'py>(
-        &self,
-        py: Python<'py>,
-        spare: Option<Bound<'py, PyAny>>,
-        fields: [Bound<'py, PyAny>; FIELDS],
-    ) -> PyResult<Bound<'py, PyAny>> {
+    /// A new event, every field NULL until [`Delivery::fill`] sets it.
+    fn alloc<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         // SAFETY: `alloc` is the tuple subclass's allocator; it returns a new object
-        // with room for FIELDS items, all NULL, or NULL with an exception set. A
-        // spare is such an object with a reference count of one: ours. Each
-        // PyTuple_SetItem stores (and takes over) one owned reference, releasing the
-        // item it replaces, in an object nothing else can see.
+        // with room for FIELDS items, all NULL, or NULL with an exception set.
         unsafe {
-            let obj = match spare {
-                Some(obj) if ffi::Py_REFCNT(obj.as_ptr()) == 1 => obj,
-                _ => {
-                    let obj = (self.alloc)(self.ty, FIELDS as ffi::Py_ssize_t);
-                    if obj.is_null() {
-                        return Err(PyErr::fetch(py));
-                    }
-                    Bound::from_owned_ptr(py, obj)
-                }
-            };
-            for (i, field) in fields.into_iter().enumerate() {
-                let i = i as ffi::Py_ssize_t;
-                // An item already in place (the kind, the tube, the stamp, a None)
-                // stays: `field`, a second reference to it, is simply released.
-                if ffi::PyTuple_GetItem(obj.as_ptr(), i) == field.as_ptr() {
-                    continue;
-                }
-                if ffi::PyTuple_SetItem(obj.as_ptr(), i, field.into_ptr()) != 0 {
-                    return Err(PyErr::fetch(py));
-                }
+            let obj = (self.alloc)(self.ty, FIELDS as ffi::Py_ssize_t);
+            if obj.is_null() {
+                return Err(PyErr::fetch(py));
             }
-            Ok(obj)
+            Ok(Bound::from_owned_ptr(py, obj))
         }
     }
 }
@@ -182,34 +161,82 @@ const FIELDS: usize = 6;
 /// by pointer: every event of a tube shares the tube's name).
 const TUBE_CACHE: usize = 16;
 
+/// Each kind's hooks, read from the hooks mapping at the kind's first event in a
+/// batch (registration replaces a kind's tuple whole).
+struct KindHooks<'a, 'py> {
+    hooks: &'a Bound<'py, PyDict>,
+    /// None until the kind's first event; then its hooks, empty when it has none.
+    fns: Vec<Option<Vec<Bound<'py, PyAny>>>>,
+}
+
+impl<'py> KindHooks<'_, 'py> {
+    fn of(
+        &mut self,
+        kind: EventKind,
+        name: &Bound<'py, PyString>,
+    ) -> PyResult<Option<&[Bound<'py, PyAny>]>> {
+        let slot = &mut self.fns[kind as usize];
+        if slot.is_none() {
+            let found = match self.hooks.get_item(name)? {
+                Some(v) => v.cast_into::<PyTuple>()?.iter().collect(),
+                None => Vec::new(),
+            };
+            *slot = Some(found);
+        }
+        Ok(slot.as_deref().filter(|fns| !fns.is_empty()))
+    }
+}
+
+/// The objects an event holds, by position: borrowed pointers, valid while the event
+/// keeps them. A field whose new value is the object already there is left alone, so
+/// the kind, tube, stamp and priority that repeat from event to event cost nothing.
+#[derive(Default)]
+struct Fields([Option<std::ptr::NonNull<ffi::PyObject>>; FIELDS]);
+
 /// What one batch's delivery looks up once and reuses.
 struct Delivery<'a, 'py> {
-    hooks: &'a Bound<'py, PyDict>,
     on_error: &'a Bound<'py, PyAny>,
-    /// Each kind's hooks, read from `hooks` at the kind's first event in the batch
-    /// (registration replaces a kind's tuple whole).
-    fns: Vec<Option<Option<Bound<'py, PyTuple>>>>,
     /// The batch's events hold their tube names alive, so a pointer names one.
     tubes: Vec<(*const u8, Bound<'py, PyAny>)>,
     /// The last time stamp made: job events come many to a tick of the coarse clock.
     stamp: Option<(f64, Bound<'py, PyAny>)>,
+    /// The last priority made: most jobs share a few priorities.
+    priority: Option<(u32, Bound<'py, PyAny>)>,
 }
 
 impl<'py> Delivery<'_, 'py> {
-    fn hooks_of(
+    /// Set `obj`'s fields (an event nothing else refers to) to those of `event`.
+    fn fill(
         &mut self,
-        kind: EventKind,
+        obj: &Bound<'py, PyAny>,
+        fields: &mut Fields,
         name: &Bound<'py, PyString>,
-    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let slot = &mut self.fns[kind as usize];
-        if slot.is_none() {
-            let found = match self.hooks.get_item(name)? {
-                Some(v) => Some(v.cast_into::<PyTuple>()?),
-                None => None,
-            };
-            *slot = Some(found.filter(|t| !t.is_empty()));
+        event: &Event,
+    ) -> PyResult<()> {
+        let py = obj.py();
+        set_shared(obj, fields, 0, name.as_any())?;
+        set_owned(obj, fields, 1, event.job_id.into_pyobject(py)?.into_any())?;
+        match event.tube.as_ref() {
+            Some(tube) => {
+                let tube = self.tube_name(py, tube);
+                set_shared(obj, fields, 2, &tube)?;
+            }
+            None => set_shared(obj, fields, 2, &py.None().into_bound(py))?,
         }
-        Ok(slot.clone().flatten())
+        match event.priority {
+            Some(pri) => {
+                let pri = self.priority(py, pri)?;
+                set_shared(obj, fields, 3, &pri)?;
+            }
+            None => set_shared(obj, fields, 3, &py.None().into_bound(py))?,
+        }
+        let stamp = self.stamp(py, event.at);
+        set_shared(obj, fields, 4, &stamp)?;
+        match event.detail.as_deref() {
+            Some(detail) => set_owned(obj, fields, 5, PyString::new(py, detail).into_any())?,
+            None => set_shared(obj, fields, 5, &py.None().into_bound(py))?,
+        }
+        Ok(())
     }
 
     fn stamp(&mut self, py: Python<'py>, at: f64) -> Bound<'py, PyAny> {
@@ -223,10 +250,18 @@ impl<'py> Delivery<'_, 'py> {
         }
     }
 
-    fn tube_name(&mut self, py: Python<'py>, tube: Option<&Arc<[u8]>>) -> Bound<'py, PyAny> {
-        let Some(tube) = tube else {
-            return py.None().into_bound(py);
-        };
+    fn priority(&mut self, py: Python<'py>, pri: u32) -> PyResult<Bound<'py, PyAny>> {
+        match &self.priority {
+            Some((last, value)) if *last == pri => Ok(value.clone()),
+            _ => {
+                let value = pri.into_pyobject(py)?.into_any();
+                self.priority = Some((pri, value.clone()));
+                Ok(value)
+            }
+        }
+    }
+
+    fn tube_name(&mut self, py: Python<'py>, tube: &Arc<[u8]>) -> Bound<'py, PyAny> {
         let key = tube.as_ptr();
         if let Some((_, s)) = self.tubes.iter().find(|(p, _)| *p == key) {
             return s.clone();
@@ -264,6 +299,39 @@ impl<'py> Delivery<'_, 'py> {
         self.on_error.call1((hook, event, exc))?;
         Ok(())
     }
+}
+
+/// Put `value` (a reference shared with a cache) at `index` of `obj`, unless it is
+/// there already.
+fn set_shared(
+    obj: &Bound<'_, PyAny>,
+    fields: &mut Fields,
+    index: usize,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    if fields.0[index].map(std::ptr::NonNull::as_ptr) == Some(value.as_ptr()) {
+        return Ok(());
+    }
+    set_owned(obj, fields, index, value.clone())
+}
+
+/// Put `value` at `index` of `obj`, releasing what was there.
+fn set_owned(
+    obj: &Bound<'_, PyAny>,
+    fields: &mut Fields,
+    index: usize,
+    value: Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let ptr = value.into_ptr();
+    fields.0[index] = std::ptr::NonNull::new(ptr);
+    // SAFETY: `obj` is an event (a tuple of FIELDS items) with a reference count of
+    // one, ours, so no one can see it change; PyTuple_SetItem takes over the new
+    // reference and releases the item it replaces.
+    if unsafe { ffi::PyTuple_SetItem(obj.as_ptr(), index as ffi::Py_ssize_t, ptr) } != 0 {
+        fields.0[index] = None;
+        return Err(PyErr::fetch(obj.py()));
+    }
+    Ok(())
 }
 
 /// Parse hook kind names.
