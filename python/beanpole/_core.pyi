@@ -324,7 +324,7 @@ def binlog_table_records(dir: _Path, seq: int, end: int) -> list[_Column]:
 def binlog_table_beanstalkd_plan(dir: _Path) -> tuple[list[str], list[str]]:
     """The beanstalkd ``binlog.N`` files holding live jobs, and the reader's warnings."""
 
-def binlog_table_beanstalkd_jobs(dir: _Path, file: str, now_ns: int) -> list[_Column]:
+def binlog_table_beanstalkd_jobs(dir: _Path, files: list[str], now_ns: int) -> list[_Column]:
     """The live jobs whose latest full record is in the beanstalkd file ``file``."""
 
 def shard_column(

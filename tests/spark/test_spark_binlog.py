@@ -112,9 +112,82 @@ def filled_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, set
     return log, last, deleted
 
 
-def test_jobs_are_what_a_restart_reports(spark: Any, filled_log: Any, tmp_path: Path) -> None:
+#: Ways of packing segments into partitions: the default (as many as the cores), one
+#: segment per partition, and three partitions.
+PACKINGS = {
+    "default": {},
+    "per-segment": {"max-partition-bytes": "1"},
+    "three": {"min-partitions": "3"},
+}
+
+
+MIB = 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("sizes", "min_parts", "max_bytes", "want"),
+    [
+        ([], 2, 128 * MIB, []),
+        # Each segment counts 4 MiB more than its size, as Spark counts a file.
+        ([7 * MIB] * 21, 2, 128 * MIB, [range(0, 10), range(10, 21)]),
+        ([7 * MIB] * 21, 1, 128 * MIB, [range(0, 10), range(10, 21)]),
+        ([7 * MIB] * 4, 1, 128 * MIB, [range(0, 4)]),
+        (
+            [7 * MIB] * 21,
+            1,
+            64 * MIB,
+            [range(0, 4), range(4, 8), range(8, 13), range(13, 17), range(17, 21)],
+        ),
+        ([100 * MIB] * 3, 1, 128 * MIB, [range(0, 1), range(1, 2), range(2, 3)]),
+        ([500 * MIB, MIB, MIB], 2, 128 * MIB, [range(0, 1), range(1, 3)]),
+        ([MIB] * 3, 8, 128 * MIB, [range(0, 1), range(1, 2), range(2, 3)]),
+        ([MIB] * 4, 2, 1, [range(0, 1), range(1, 2), range(2, 3), range(3, 4)]),
+    ],
+)
+def test_pack_splits_in_order_into_even_groups(
+    sizes: list[int], min_parts: int, max_bytes: int, want: list[range]
+) -> None:
+    from beanpole.spark.binlog_source import pack
+
+    got = pack(sizes, min_parts, max_bytes)
+    assert got == want
+    assert [i for g in got for i in g] == list(range(len(sizes)))
+    assert all(len(g) == 1 or sum(sizes[i] + 4 * MIB for i in g) <= max_bytes for g in got)
+
+
+def partitions(spark: Any, path: Path, **options: str) -> int:
+    reader = spark.read.format("beanpole-binlog")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return int(reader.load(str(path)).rdd.getNumPartitions())
+
+
+def test_segments_are_packed_into_partitions(spark: Any, tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    running = InProcess(log, segment_size=4096, max_job_size=4096)
+    try:
+        with Client(running.address) as c:
+            ids = [c.put(b"%d" % i + b"b" * 200) for i in range(200)]
+    finally:
+        running.stop()
+    parts, _ = _core.binlog_table_plan(str(log))
+    assert len(parts) > 3
+    for packing in ("per-segment", "three"):
+        rows = read_jobs(spark, log, **PACKINGS[packing])
+        assert sorted(rows) == ids
+        assert all(bytes(rows[j]["body"]).startswith(b"%d" % i) for i, j in enumerate(ids))
+    assert partitions(spark, log, **PACKINGS["per-segment"]) == len(parts)
+    assert partitions(spark, log, **PACKINGS["three"]) == 3
+    assert partitions(spark, log, **{"min-partitions": "1"}) == 1
+    assert partitions(spark, log, **{"min-partitions": "1000"}) == len(parts)
+
+
+@pytest.mark.parametrize("packing", sorted(PACKINGS))
+def test_jobs_are_what_a_restart_reports(
+    spark: Any, filled_log: Any, tmp_path: Path, packing: str
+) -> None:
     log, highest, deleted = filled_log
-    rows = read_jobs(spark, log)
+    rows = read_jobs(spark, log, **PACKINGS[packing])
     assert not deleted & set(rows)
     parts, _ = _core.binlog_table_plan(str(log))
     assert len(parts) >= 2, "the log should span several segments"
@@ -127,9 +200,13 @@ def test_jobs_are_what_a_restart_reports(spark: Any, filled_log: Any, tmp_path: 
     assert {r["body"] for r in rows.values()} >= {bytes(range(256)), b"", b"\r\n"}
 
 
-def test_records_are_what_dump_lists(spark: Any, filled_log: Any) -> None:
+@pytest.mark.parametrize("packing", sorted(PACKINGS))
+def test_records_are_what_dump_lists(spark: Any, filled_log: Any, packing: str) -> None:
     log, last, _ = filled_log
-    df = spark.read.format("beanpole-binlog").option("records", "true").load(str(log))
+    reader = spark.read.format("beanpole-binlog").option("records", "true")
+    for key, value in PACKINGS[packing].items():
+        reader = reader.option(key, value)
+    df = reader.load(str(log))
     rows = sorted((r.asDict() for r in df.collect()), key=lambda r: (r["segment"], r["offset"]))
     dumped, problems = _core.binlog_dump(str(log))
     assert problems == []
@@ -213,15 +290,18 @@ def fnv1a64(data: bytes) -> str:
     return f"{h:016x}"
 
 
-@pytest.mark.parametrize("case", ["states", "multi-file"])
-def test_beanstalkd_directory(spark: Any, case: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("case", "packing"),
+    [("states", "default"), ("multi-file", "default"), ("multi-file", "per-segment")],
+)
+def test_beanstalkd_directory(spark: Any, case: str, packing: str, tmp_path: Path) -> None:
     src = DATA / case
     copy = tmp_path / case
     copy.mkdir()
     for f in src.glob("binlog.*"):
         shutil.copy(f, copy / f.name)
     expected = json.loads((src / "expected.json").read_text())
-    rows = read_jobs(spark, copy, format="beanstalkd")
+    rows = read_jobs(spark, copy, format="beanstalkd", **PACKINGS[packing])
     want = {j["id"]: j for j in expected["jobs"]}
     assert sorted(rows) == sorted(want)
     assert not set(expected["deleted_ids"]) & set(rows)
@@ -244,5 +324,11 @@ def test_bad_options_are_refused(spark: Any, tmp_path: Path) -> None:
     reader = spark.read.format("beanpole-binlog")
     with pytest.raises(Exception, match="format must be beanpole or beanstalkd"):
         reader.option("format", "kafka").load(str(tmp_path)).collect()
+    fresh = spark.read.format("beanpole-binlog")
+    with pytest.raises(Exception, match="min-partitions must be a whole number above 0"):
+        fresh.option("min-partitions", "0").load(str(tmp_path)).collect()
+    fresh = spark.read.format("beanpole-binlog")
+    with pytest.raises(Exception, match="max-partition-bytes must be a whole number above 0"):
+        fresh.option("max-partition-bytes", "lots").load(str(tmp_path)).collect()
     with pytest.raises(Exception, match="records must be true or false"):
         reader.option("format", "beanpole").option("records", "maybe").load(str(tmp_path)).collect()

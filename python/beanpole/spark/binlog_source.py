@@ -2,8 +2,9 @@
 
 ``spark.read.format("beanpole-binlog").load(DIR)`` gives the jobs the log holds
 as a restart would see them; ``option("records", "true")`` gives every record;
-``option("format", "beanstalkd")`` reads a beanstalkd binlog directory. There is
-one partition per segment (per ``binlog.N`` file for beanstalkd). The decoding is
+``option("format", "beanstalkd")`` reads a beanstalkd binlog directory. Each
+partition reads whole consecutive segments (``binlog.N`` files for beanstalkd),
+packed as Spark packs small files into a partition (see :func:`pack`). The decoding is
 done in Rust (``beanpole._core.binlog_table_*``), which hands back each column as
 Arrow buffers; they are wrapped here without a Python object per row.
 
@@ -16,6 +17,8 @@ change its jobs.
 from __future__ import annotations
 
 import logging
+import math
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -43,6 +46,13 @@ RECORDS_SCHEMA = (
     "priority bigint, delay bigint, ttr bigint, body_size bigint"
 )
 
+#: Defaults of ``max-partition-bytes`` and of what a segment costs to open beyond its
+#: bytes, Spark's own for files (``spark.sql.files.maxPartitionBytes``,
+#: ``spark.sql.files.openCostInBytes``): a task costs Spark tens of milliseconds,
+#: so small segments are read several to a task.
+MAX_PARTITION_BYTES = 128 * 1024 * 1024
+OPEN_COST = 4 * 1024 * 1024
+
 _TYPES = {"int64": pa.int64(), "string": pa.string(), "binary": pa.binary()}
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no", ""}
@@ -57,6 +67,19 @@ def _flag(options: dict[str, str], name: str) -> bool:
     raise ValueError(f"{NAME}: option {name} must be true or false, not {value!r}")
 
 
+def _count(options: dict[str, str], name: str, default: int) -> int:
+    raw = str(options.get(name, "")).strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{NAME}: option {name} must be a whole number above 0, not {raw!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     """The options, checked."""
@@ -64,6 +87,10 @@ class Settings:
     path: str
     records: bool
     beanstalkd: bool
+    #: A partition holds no more bytes than this, unless one segment alone is larger.
+    max_partition_bytes: int = MAX_PARTITION_BYTES
+    #: Segments are spread over at least this many partitions (when there are as many).
+    min_partitions: int = 1
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> Settings:
@@ -79,11 +106,17 @@ class Settings:
                 f"{NAME}: records mode reads beanpole logs only; for a beanstalkd directory "
                 "read the jobs, or convert it first with `beanpole binlog import`"
             )
-        return cls(path=str(path), records=records, beanstalkd=fmt == "beanstalkd")
+        return cls(
+            path=str(path),
+            records=records,
+            beanstalkd=fmt == "beanstalkd",
+            max_partition_bytes=_count(options, "max-partition-bytes", MAX_PARTITION_BYTES),
+            min_partitions=_count(options, "min-partitions", os.cpu_count() or 1),
+        )
 
 
 @dataclass(frozen=True)
-class SegmentPart(InputPartition):
+class SegmentPart:
     """One segment of a beanpole log, up to where the plan saw its records end."""
 
     seq: int
@@ -94,10 +127,52 @@ class SegmentPart(InputPartition):
 
 @dataclass(frozen=True)
 class BeanstalkdPart(InputPartition):
-    """One ``binlog.N`` file of a beanstalkd directory."""
+    """``binlog.N`` files of a beanstalkd directory, read together."""
 
-    file: str
+    files: tuple[str, ...]
     now_ns: int
+
+
+@dataclass(frozen=True)
+class PackedPart(InputPartition):
+    """What one task reads: consecutive segments, one batch each, in log order."""
+
+    segments: tuple[SegmentPart, ...]
+
+
+def pack(sizes: Sequence[int], min_partitions: int, max_bytes: int) -> list[range]:
+    """Split items of these sizes, in order, into consecutive groups of about equal
+    bytes, as Spark packs files: each item counts OPEN_COST more than its size; there
+    are enough groups for none to pass ``max_bytes`` (one item alone may) and at least
+    ``min_partitions`` (at most one per item), so every core has a share."""
+    if not sizes:
+        return []
+    weights = [max(size, 0) + OPEN_COST for size in sizes]
+    groups = max(math.ceil(sum(weights) / max_bytes), min(min_partitions, len(sizes)))
+    while True:
+        out = _split(weights, min(groups, len(sizes)))
+        if groups >= len(sizes) or all(
+            len(g) == 1 or sum(weights[i] for i in g) <= max_bytes for g in out
+        ):
+            return out
+        groups += 1
+
+
+def _split(weights: Sequence[int], groups: int) -> list[range]:
+    """Consecutive groups of about equal weight: an item belongs to the group its
+    middle falls in."""
+    target = sum(weights) / groups
+    out: list[range] = []
+    start, before, current = 0, 0, 0
+    for i, w in enumerate(weights):
+        group = min(groups - 1, int((before + w / 2) // target))
+        if group != current and i > start:
+            out.append(range(start, i))
+            start = i
+        current = group
+        before += w
+    out.append(range(start, len(weights)))
+    return out
 
 
 Column = tuple[str, str, int, int, bytes | None, bytes | None, bytes]
@@ -118,33 +193,56 @@ def to_batch(columns: Sequence[Column]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
+def _file_size(path: str, name: str) -> int:
+    try:
+        return os.stat(os.path.join(path, name)).st_size
+    except OSError:
+        return 0
+
+
 def plan(settings: Settings) -> list[InputPartition]:
-    """The partitions of a read, one per segment holding records (or per file)."""
+    """The partitions of a read: the segments holding records (or the files holding
+    live jobs), packed into consecutive groups."""
     now = time.time_ns()
+    parts: list[InputPartition]
     if settings.beanstalkd:
         files, warnings = _core.binlog_table_beanstalkd_plan(settings.path)
-        parts: list[InputPartition] = [BeanstalkdPart(f, now) for f in files]
+        sizes = [_file_size(settings.path, f) for f in files]
+        groups = pack(sizes, settings.min_partitions, settings.max_partition_bytes)
+        parts = [BeanstalkdPart(tuple(files[i] for i in g), now) for g in groups]
     else:
-        segments, warnings = _core.binlog_table_plan(settings.path)
-        parts = [SegmentPart(seq, end, later, now) for seq, end, later in segments]
+        planned, warnings = _core.binlog_table_plan(settings.path)
+        segments = [SegmentPart(seq, end, later, now) for seq, end, later in planned]
+        groups = pack(
+            [s.end for s in segments], settings.min_partitions, settings.max_partition_bytes
+        )
+        parts = [PackedPart(tuple(segments[i] for i in g)) for g in groups]
     for w in warnings:
         log.warning("%s %s: %s", NAME, settings.path, w)
     return parts
 
 
-def read_part(settings: Settings, part: InputPartition) -> pa.RecordBatch:
-    """Decode one partition into one RecordBatch."""
-    if isinstance(part, BeanstalkdPart):
-        columns = _core.binlog_table_beanstalkd_jobs(settings.path, part.file, part.now_ns)
-    elif not isinstance(part, SegmentPart):
-        raise TypeError(f"{NAME}: unexpected partition {part!r}")
-    elif settings.records:
+def read_segment(settings: Settings, part: SegmentPart) -> pa.RecordBatch:
+    """Decode one segment into one RecordBatch."""
+    if settings.records:
         columns = _core.binlog_table_records(settings.path, part.seq, part.end)
     else:
         columns = _core.binlog_table_jobs(
             settings.path, part.seq, part.end, part.later, part.now_ns
         )
     return to_batch(columns)
+
+
+def read_part(settings: Settings, part: InputPartition) -> Iterator[pa.RecordBatch]:
+    """Decode one partition: a RecordBatch per segment (or one for beanstalkd files)."""
+    if isinstance(part, BeanstalkdPart):
+        columns = _core.binlog_table_beanstalkd_jobs(settings.path, list(part.files), part.now_ns)
+        yield to_batch(columns)
+    elif isinstance(part, PackedPart):
+        for segment in part.segments:
+            yield read_segment(settings, segment)
+    else:
+        raise TypeError(f"{NAME}: unexpected partition {part!r}")
 
 
 class BinlogReader(DataSourceReader):
@@ -155,9 +253,9 @@ class BinlogReader(DataSourceReader):
         return plan(self.settings)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        batch = read_part(self.settings, partition)
-        if batch.num_rows:
-            yield batch
+        for batch in read_part(self.settings, partition):
+            if batch.num_rows:
+                yield batch
 
 
 class BinlogDataSource(DataSource):

@@ -104,16 +104,16 @@ pub fn binlog_table_beanstalkd_plan(
     py.detach(|| table::beanstalkd_plan(&dir)).map_err(os_err)
 }
 
-/// The live jobs whose latest full record is in the beanstalkd file `file`.
+/// The live jobs whose latest full record is in one of the beanstalkd `files`.
 #[pyfunction]
 pub fn binlog_table_beanstalkd_jobs<'py>(
     py: Python<'py>,
     dir: PathBuf,
-    file: String,
+    files: Vec<String>,
     now_ns: i64,
 ) -> PyResult<Vec<PyColumn<'py>>> {
     let columns = py
-        .detach(|| table::beanstalkd_jobs(&dir, &file, now_ns))
+        .detach(|| table::beanstalkd_jobs(&dir, &files, now_ns))
         .map_err(os_err)?;
     Ok(to_python(py, columns))
 }

@@ -511,21 +511,30 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// The live jobs whose latest full record is in the beanstalkd file `file`
+/// The live jobs whose latest full record is in one of the beanstalkd `files`
 /// (`binlog.N`), as beanstalkd restarted at wall-clock time `now` (ns) would have
 /// them. Each part replays the whole directory (beanstalkd's update records only
-/// make sense after the full records before them), keeping its own file's jobs.
-pub fn beanstalkd_jobs(path: &Path, file: &str, now: i64) -> Result<Columns, TableError> {
+/// make sense after the full records before them), keeping its own files' jobs.
+pub fn beanstalkd_jobs(path: &Path, files: &[String], now: i64) -> Result<Columns, TableError> {
     let report = read_beanstalkd_dir(path)?;
-    let number: i64 = file
-        .strip_prefix("binlog.")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    // Per file of the directory: its number if the part keeps its jobs.
+    let kept: Vec<Option<i64>> = report
+        .files
+        .iter()
+        .map(|f| {
+            let name = file_name(f);
+            files.contains(&name).then(|| {
+                name.strip_prefix("binlog.")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0)
+            })
+        })
+        .collect();
     let mut out = Columns::new(JOB_COLUMNS);
     for job in &report.jobs {
-        if report.files.get(job.file).map(|f| file_name(f)).as_deref() != Some(file) {
+        let Some(&Some(number)) = kept.get(job.file) else {
             continue;
-        }
+        };
         let state: &[u8] = match job.state {
             ImportedState::Ready | ImportedState::Reserved => b"ready",
             ImportedState::Delayed if job.deadline_at_ns <= now => b"ready",
