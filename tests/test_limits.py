@@ -238,3 +238,31 @@ def test_pipelined_commands_whose_replies_are_never_read() -> None:
         assert grown < 32 * MiB, f"resident memory grew by {grown} bytes ({asked} asked for)"
         _served_alongside(other)
         greedy.close()
+
+
+def _recv_at_least(sock: socket.socket, n: int) -> bytes:
+    got = b""
+    while len(got) < n:
+        chunk = sock.recv(1 << 16)
+        assert chunk, "the server closed the connection"
+        got += chunk
+    return got
+
+
+def test_a_long_pipelined_stream_is_read_in_growing_reads_intact() -> None:
+    """A client that keeps the server's reads full makes them grow (up to 64 KiB);
+    commands and bodies cut at any point by those reads must all come through."""
+    n = 3000
+    bodies = [bytes((i + k) % 256 for k in range((i * 7919) % 5000)) for i in range(n)]
+    puts = [b"put %d 0 60 %d\r\n%s\r\n" % (i % 7, len(b), b) for i, b in enumerate(bodies)]
+    inserted = b"".join(b"INSERTED %d\r\n" % (i + 1) for i in range(n))
+    found = [b"FOUND %d %d\r\n%s\r\n" % (i + 1, len(b), b) for i, b in enumerate(bodies)]
+    with (
+        beanpole.Server(listen="127.0.0.1", port=0) as srv,
+        socket.create_connection(srv.address, timeout=30) as sock,
+    ):
+        sock.sendall(b"".join(puts))
+        assert _recv_at_least(sock, len(inserted)) == inserted
+        sock.sendall(b"".join(b"peek %d\r\n" % (i + 1) for i in range(n)))
+        want = b"".join(found)
+        assert _recv_at_least(sock, len(want)) == want

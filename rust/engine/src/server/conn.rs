@@ -83,10 +83,29 @@ struct Conn {
     /// A wait for the hang-up forgot the socket's readiness while input was queued:
     /// read without asking the readiness until the queue is found empty.
     unready: bool,
+    /// The next read asks for [`READ_CHUNK`] shifted left by this much: one more
+    /// each time a read fills what it asked for, back to none after a short one
+    /// (at most [`input::READ_MAX`]).
+    read_shift: u8,
     /// Log position this batch's replies wait for.
     log_wait: Option<u64>,
     /// The log's acknowledged position (None without a log).
     log_acked: Option<watch::Receiver<u64>>,
+}
+
+/// The read shift after a read of `got` bytes (see `Conn::read_shift`).
+fn next_read_shift(shift: u8, got: usize, filled: bool) -> u8 {
+    let want = READ_CHUNK << shift;
+    if got > 0 && (got >= want || filled) {
+        if (want << 1) <= input::READ_MAX {
+            return shift + 1;
+        }
+        shift
+    } else if got < READ_CHUNK / 2 {
+        0
+    } else {
+        shift
+    }
 }
 
 /// Serve one client until it quits, hangs up, or the server stops.
@@ -116,6 +135,7 @@ pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
         eof: false,
         closing: false,
         unready: false,
+        read_shift: 0,
         log_wait: None,
         log_acked: shared.log_pipe.as_ref().map(|p| p.subscribe()),
     };
@@ -225,8 +245,12 @@ impl Conn {
                     }
                     // With no input pending the wait holds no buffer (see input::wait).
                     let mut unready = std::mem::take(&mut self.unready);
+                    let before = self.input.len();
                     let woken = read(sock, signal, self.read_target(), &mut unready).await?;
                     self.unready = unready;
+                    let got = self.input.len().saturating_sub(before);
+                    let filled = self.input.capacity() == self.input.len();
+                    self.adapt_reads(got, filled);
                     match woken {
                         Woken::Signal if shared.stopping() => return Ok(()),
                         // A wakeup left from an earlier reserve: nothing to do.
@@ -262,6 +286,13 @@ impl Conn {
         }
     }
 
+    /// After a read of `got` input bytes: ask for more next time if it took all it
+    /// asked for or all the room there was (more is probably queued), for the usual
+    /// amount after a short one.
+    fn adapt_reads(&mut self, got: usize, filled: bool) {
+        self.read_shift = next_read_shift(self.read_shift, got, filled);
+    }
+
     /// Where the next read goes. A large body gets its own buffer of exactly its
     /// size, so the read cannot run past it.
     fn read_target(&mut self) -> Target<'_> {
@@ -276,7 +307,7 @@ impl Conn {
             }
             _ => Target::Input {
                 buf: &mut self.input,
-                want: READ_CHUNK,
+                want: READ_CHUNK << self.read_shift,
             },
         }
     }
@@ -595,5 +626,28 @@ fn encode_delivery(out: &mut Out, d: &Delivery) {
         Delivery::Reserved { id, body } => encode_job(out, b"RESERVED ", *id, body),
         Delivery::DeadlineSoon => out.extend(proto::DEADLINE_SOON),
         Delivery::TimedOut => out.extend(proto::TIMED_OUT),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_grow_while_they_fill_and_fall_back_after_a_short_one() {
+        let max_shift = (input::READ_MAX / READ_CHUNK).trailing_zeros() as u8;
+        // Full reads: one step at a time, up to READ_MAX and no further.
+        let mut shift = 0;
+        for step in 1..=max_shift + 2 {
+            shift = next_read_shift(shift, READ_CHUNK << shift, false);
+            assert_eq!(shift, step.min(max_shift));
+        }
+        assert_eq!(READ_CHUNK << shift, input::READ_MAX);
+        // A read that took all the room there was counts as full.
+        assert_eq!(next_read_shift(0, 100, true), 1);
+        // A middling read keeps the size; a short one (or none) goes back.
+        assert_eq!(next_read_shift(2, READ_CHUNK, false), 2);
+        assert_eq!(next_read_shift(2, 10, false), 0);
+        assert_eq!(next_read_shift(2, 0, true), 0);
     }
 }

@@ -22,10 +22,32 @@ use super::spare;
 
 /// Bytes a read asks for when nothing limits it.
 pub const READ_CHUNK: usize = spare::SIZE;
+/// The most a read asks for: a connection whose reads keep filling what they ask
+/// for (a client pipelining a long stream of commands) asks for more each time, up
+/// to this, so that one read, one pass under the store lock and one write of the
+/// replies cover more commands.
+pub const READ_MAX: usize = 4 * READ_CHUNK;
 /// A read goes into the room left after the unconsumed input; below this much room
 /// the buffer is first made to hold [`READ_CHUNK`] more (which, once the input is
 /// consumed, reclaims the room before it instead of allocating).
 const MIN_ROOM: usize = READ_CHUNK / 2;
+
+/// Make room in `buf` for a read of `want` bytes: nothing when there is room enough
+/// (at least [`MIN_ROOM`], or half of a read larger than [`READ_CHUNK`]).
+fn make_room(buf: &mut BytesMut, want: usize) {
+    if buf.capacity() == 0 {
+        *buf = spare::take();
+    }
+    let chunk = want.min(READ_MAX);
+    let low = if chunk > READ_CHUNK {
+        chunk / 2
+    } else {
+        MIN_ROOM.min(chunk)
+    };
+    if buf.capacity() - buf.len() < low {
+        buf.reserve(chunk);
+    }
+}
 
 /// The socket operations a connection needs; TCP and Unix streams both have them.
 /// Reads go through `AsyncRead` because tokio then treats a short read as "drained"
@@ -155,12 +177,7 @@ pub fn wait<'a, S: Socket>(
                 pin!(read_some(sock, buf, want)).poll(cx)
             }
             Target::Input { buf, want } => {
-                if buf.capacity() == 0 {
-                    **buf = spare::take();
-                }
-                if buf.capacity() - buf.len() < MIN_ROOM.min(*want) {
-                    buf.reserve(READ_CHUNK.min(*want));
-                }
+                make_room(buf, *want);
                 let polled = pin!(read_some(sock, buf, *want)).poll(cx);
                 if polled.is_pending() && buf.is_empty() {
                     spare::give(buf);
@@ -185,12 +202,7 @@ pub fn read_unready<S: Socket>(sock: &mut S, target: Target<'_>) -> io::Result<O
             (buf, want)
         }
         Target::Input { buf, want } => {
-            if buf.capacity() == 0 {
-                *buf = spare::take();
-            }
-            if buf.capacity() - buf.len() < MIN_ROOM.min(want) {
-                buf.reserve(READ_CHUNK.min(want));
-            }
+            make_room(buf, want);
             (buf, want)
         }
     };
