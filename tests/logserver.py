@@ -7,21 +7,10 @@ every reply is checked exactly (greenstalk and pystalk hide some of them).
 
 from __future__ import annotations
 
-import os
-import queue
-import re
 import signal
 import socket
-import subprocess
-import sys
-import threading
-from collections.abc import Sequence
-from pathlib import Path
 
-import beanpole
-
-TIMEOUT = 10.0  # seconds; an upper bound for anything that should take milliseconds
-LISTENING = re.compile(r"^beanpole \S+ listening on (\S+):(\d+)(?:[;,\s]|$)")
+from servechild import TIMEOUT, ServeChild
 
 
 class ProtocolError(AssertionError):
@@ -182,72 +171,16 @@ class Client:
         return out
 
 
-class Child:
-    """``python -m beanpole serve ARGS`` in a child process; stderr is read line by line."""
-
-    def __init__(
-        self, *args: str, path: Sequence[str] = (), stdout: int = subprocess.DEVNULL
-    ) -> None:
-        """``path``: more directories for the child's PYTHONPATH (e.g. a hook module's);
-        ``stdout``: where the child's stdout goes (``subprocess.PIPE`` to read it)."""
-        package_root = str(Path(beanpole.__file__).resolve().parent.parent)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BEANPOLE_")}
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in [package_root, *path, env.get("PYTHONPATH")] if p
-        )
-        self.args = args
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "beanpole", "serve", *args],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.stderr: list[str] = []
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.stderr.append(line)
-            self._lines.put(line.rstrip("\n"))
-        self._lines.put(None)
+class Child(ServeChild):
+    """``python -m beanpole serve ARGS`` in a child process that can be killed with
+    SIGKILL, for servers listening on one TCP address."""
 
     def listening(self) -> tuple[str, int]:
-        """Wait for the "listening on" line (other lines before it are kept in stderr)."""
-        while True:
-            try:
-                line = self._lines.get(timeout=TIMEOUT)
-            except queue.Empty:
-                raise AssertionError(
-                    f"server {self.args} did not say it was listening within {TIMEOUT}s; "
-                    f"stderr so far: {''.join(self.stderr)!r}"
-                ) from None
-            if line is None:
-                status = self.proc.wait(timeout=TIMEOUT)
-                raise AssertionError(
-                    f"server {self.args} exited ({status}) before listening; "
-                    f"stderr: {''.join(self.stderr)!r}"
-                )
-            match = LISTENING.match(line)
-            if match:
-                return match.group(1), int(match.group(2))
-
-    def finish(self) -> int:
-        """Wait for the process to exit; its status, with all of stderr read."""
-        status = self.proc.wait(timeout=TIMEOUT)
-        self._reader.join(timeout=TIMEOUT)
-        return status
-
-    def kill(self) -> None:
-        """SIGKILL, and wait for the process to be gone."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=TIMEOUT)
-        self._reader.join(timeout=TIMEOUT)
+        """Wait for the "listening on" line (other lines before it are kept in stderr);
+        the first address it names."""
+        address = self.addresses()[0]
+        assert isinstance(address, tuple), address
+        return address
 
     def terminate(self) -> int:
         """SIGTERM (a clean stop); the exit status."""

@@ -6,38 +6,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import re
 import socket
-import subprocess
-import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import beanpole
-from logserver import LISTENING  # the start line, one pattern for every test helper
-
-TIMEOUT = 10.0
+from servechild import TIMEOUT, ServeChild
 
 
-class Child:
+class Child(ServeChild):
     """The process, the address it listens on, and its stderr lines."""
 
-    def __init__(self, proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
-        self.proc = proc
-        self.lines = lines
-        self.stderr: list[str] = []
-        self.address: tuple[str, int] = ("", 0)
-
-    def next_line(self, timeout: float = TIMEOUT) -> str | None:
-        try:
-            line = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        if line is not None:
-            self.stderr.append(line)
-        return line
+    address: tuple[str, int] = ("", 0)
 
     def rss(self) -> int:
         """Resident memory in bytes."""
@@ -67,41 +47,14 @@ class Child:
 @contextlib.contextmanager
 def serving(*args: str, preexec: Callable[[], None] | None = None) -> Iterator[Child]:
     """Run ``beanpole serve -p 0 ARGS`` until the block ends (then kill it)."""
-    package_root = str(Path(beanpole.__file__).resolve().parent.parent)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BEANPOLE_")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [package_root, env.get("PYTHONPATH", "")] if p)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "beanpole", "serve", "-p", "0", *args],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=preexec,
-    )
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.put(line.rstrip("\n"))
-        lines.put(None)
-
-    threading.Thread(target=read, daemon=True).start()
-    child = Child(proc, lines)
+    child = Child("-p", "0", *args, preexec=preexec)
     try:
-        while True:
-            line = child.next_line()
-            assert line is not None, f"the server did not start: {child.stderr!r}"
-            match = LISTENING.search(line)
-            if match:
-                child.address = (match.group(1), int(match.group(2)))
-                break
+        address = child.addresses()[0]
+        assert isinstance(address, tuple), address
+        child.address = address
         yield child
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+        child.kill()
 
 
 def reply(conn: socket.socket, data: bytes) -> bytes:

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import beanpole
@@ -31,37 +31,48 @@ def parse_address(text: str) -> Address:
     return host.strip("[]"), int(port)
 
 
-def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def child_env(extra: Mapping[str, str] | None = None, path: Sequence[str] = ()) -> dict[str, str]:
     """This environment without BEANPOLE_*, NOTIFY_SOCKET or LISTEN_*, with beanpole
-    importable, plus ``extra``."""
+    (and the directories in ``path``) importable, plus ``extra``."""
     package_root = str(Path(beanpole.__file__).resolve().parent.parent)
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("BEANPOLE_", "LISTEN_")) and k != "NOTIFY_SOCKET"
     }
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [package_root, env.get("PYTHONPATH")] if p)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in [package_root, *path, env.get("PYTHONPATH")] if p
+    )
     env.update(extra or {})
     return env
 
 
 class ServeChild:
-    """``[*prefix] python -m beanpole serve ARGS``."""
+    """``[*prefix] python -m beanpole serve ARGS``; stderr is read line by line.
+
+    ``env``: more environment variables; ``prefix``: a launcher to start it through;
+    ``preexec``: run in the child before it starts; ``path``: more directories for the
+    child's PYTHONPATH (a hook module's); ``stdout``: where the child's stdout goes
+    (``subprocess.PIPE`` to read it)."""
 
     def __init__(
         self,
         *args: str,
         env: Mapping[str, str] | None = None,
         prefix: Sequence[str] = (),
+        preexec: Callable[[], None] | None = None,
+        path: Sequence[str] = (),
+        stdout: int = subprocess.DEVNULL,
     ) -> None:
         self.args = args
         self.proc = subprocess.Popen(
             [*prefix, sys.executable, "-m", "beanpole", "serve", *args],
-            env=child_env(env),
+            env=child_env(env, path),
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdout=stdout,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=preexec,
         )
         self.stderr: list[str] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -74,6 +85,14 @@ class ServeChild:
             self.stderr.append(line)
             self._lines.put(line.rstrip("\n"))
         self._lines.put(None)
+
+    def next_line(self, timeout: float = TIMEOUT) -> str | None:
+        """The next stderr line; None when none comes within ``timeout`` or the
+        process has ended."""
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
 
     def wait_line(self, pattern: str | re.Pattern[str]) -> re.Match[str]:
         """Wait for a stderr line matching ``pattern`` (earlier lines are skipped)."""
@@ -95,7 +114,7 @@ class ServeChild:
             if match:
                 return match
 
-    def listening(self) -> list[Address]:
+    def addresses(self) -> list[Address]:
         """Wait for the "listening on" line; every address it names, in order."""
         match = self.wait_line(LISTENING)
         assert match.group(1) == beanpole.__version__

@@ -74,7 +74,7 @@ def test_one_server_on_ipv4_ipv6_and_a_unix_socket(
         args += ["-l", "::1"]
     args += ["-l", f"unix:{path}", "--unix-mode", "0660"]
     child = serve(children, *args)
-    addresses = child.listening()
+    addresses = child.addresses()
     assert len(addresses) == (3 if IPV6 else 2)
     v4 = addresses[0]
     assert isinstance(v4, tuple) and v4[0] == "127.0.0.1" and v4[1] > 0
@@ -108,7 +108,7 @@ def test_host_port_forms_take_their_own_port(children: list[ServeChild]) -> None
     if IPV6:
         args += ["-l", f"[::1]:{free_port('::1')}"]
     child = serve(children, *args)
-    addresses = child.listening()
+    addresses = child.addresses()
     assert addresses[0] == ("127.0.0.1", port)
     other = addresses[1]
     assert isinstance(other, tuple) and other[1] not in (0, port)  # -p 0: a free port
@@ -129,7 +129,7 @@ def test_listen_list_and_mode_from_the_environment(
         children,
         env={"BEANPOLE_LISTEN": f"127.0.0.1:0, unix:{path}", "BEANPOLE_UNIX_MODE": "600"},
     )
-    addresses = child.listening()
+    addresses = child.addresses()
     assert addresses[1] == str(path)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     child.proc.send_signal(signal.SIGINT)

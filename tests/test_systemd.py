@@ -120,7 +120,7 @@ def test_an_unreachable_notify_socket_is_a_warning_not_a_failure(
 ) -> None:
     child = ServeChild("-p", "0", env={"NOTIFY_SOCKET": str(short_tmp / "nobody-here")})
     children.append(child)
-    [address] = child.listening()
+    [address] = child.addresses()
     child.wait_line(r"warning: cannot notify systemd: No such file or directory")
     with connect(address) as sock:
         assert command(sock, b"use a\r\n") == b"USING a\r\n"
@@ -162,7 +162,7 @@ def test_socket_activation_serves_the_inherited_tcp_and_unix_sockets(
     child.wait_line(rf"Listening on {path} as 4\.")
     with connect(("127.0.0.1", port)) as producer:
         assert command(producer, b"put 0 0 60 5\r\nhello\r\n") == b"INSERTED 1\r\n"
-        assert child.listening() == [("127.0.0.1", port), str(path)]
+        assert child.addresses() == [("127.0.0.1", port), str(path)]
         assert notify_path.receive()["READY"] == "1"
         with connect(str(path)) as worker:
             assert command(worker, b"reserve-with-timeout 0\r\n") == b"RESERVED 1 5\r\nhello\r\n"

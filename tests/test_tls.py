@@ -206,7 +206,7 @@ def test_sighup_rereads_the_certificates_and_open_connections_keep_working(
     shutil.copy(certs.server_key, key)
     child = ServeChild("-l", "tls:127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key))
     try:
-        (address,) = child.listening()
+        (address,) = child.addresses()
         assert isinstance(address, tuple)
         assert _server_cert(address, certs.ca) == _der(certs.server_cert)
         with tls_connect(address, client_context(certs.ca)) as kept:
@@ -365,7 +365,7 @@ def test_quit_ends_the_tls_session_cleanly(certs: Certs) -> None:
 def test_sighup_without_tls_leaves_the_server_running() -> None:
     child = ServeChild("-l", "127.0.0.1:0")
     try:
-        (address,) = child.listening()
+        (address,) = child.addresses()
         child.proc.send_signal(signal.SIGHUP)
         child.wait_line("SIGHUP: no tls: listener")
         with socket.create_connection(address, timeout=TIMEOUT) as plain:
