@@ -318,7 +318,7 @@ def run_cycles(cycles: int, clients: int, fsync: list[str], stop: str, seed: int
                 time.sleep(rng.uniform(*KILL_AFTER))  # a random moment under load
                 killed_at = time.monotonic()
                 if stop == "term":
-                    status = child.terminate()
+                    status = child.stop()
                     if status != 0:
                         report.problems.append(f"cycle {cycle}: SIGTERM exit status {status}")
                 else:
@@ -402,7 +402,7 @@ def disk_full(size: str = "2m") -> list[str]:
                         problems.append("puts still refused 20 s after deletes made room")
                         break
                     time.sleep(0.1)  # the log's own retries, not a readiness wait
-            if child.terminate() != 0:
+            if child.stop() != 0:
                 problems.append("the server did not stop cleanly")
             child = Child("-p", "0", "-b", str(fs / "log"), "-f", "0", "-s", "262144")
             address = child.listening()

@@ -4,17 +4,12 @@
 from __future__ import annotations
 
 import json
-import os
-import queue
-import re
-import signal
-import subprocess
-import sys
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from servechild import BeanpoleChild as Child
 
 TIMEOUT = 20.0
 TOKEN = "open-sesame-0123456789"
@@ -67,48 +62,6 @@ def token_file(tmp_path: Path, token: str = TOKEN) -> Path:
     path.write_text(token + "\n")
     path.chmod(0o600)
     return path
-
-
-class Child:
-    """``python -m beanpole ARGS`` with its stderr read line by line."""
-
-    def __init__(self, *args: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BEANPOLE_")}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "beanpole", *args],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def wait_line(self, pattern: str) -> re.Match[str]:
-        while True:
-            line = self.lines.get(timeout=TIMEOUT)
-            assert line is not None, f"stderr closed; it said {self.seen!r}"
-            self.seen.append(line)
-            match = re.search(pattern, line)
-            if match:
-                return match
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=TIMEOUT)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def exporter(targets: list[str], token: Path | None = None) -> tuple[Child, str]:

@@ -7,7 +7,6 @@ every reply is checked exactly (greenstalk and pystalk hide some of them).
 
 from __future__ import annotations
 
-import signal
 import socket
 
 from servechild import TIMEOUT, ServeChild
@@ -182,7 +181,3 @@ class Child(ServeChild):
         assert isinstance(address, tuple), address
         return address
 
-    def terminate(self) -> int:
-        """SIGTERM (a clean stop); the exit status."""
-        self.proc.send_signal(signal.SIGTERM)
-        return self.finish()

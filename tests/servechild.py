@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 import queue
 import re
+import signal
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import beanpole
 
@@ -47,8 +49,8 @@ def child_env(extra: Mapping[str, str] | None = None, path: Sequence[str] = ()) 
     return env
 
 
-class ServeChild:
-    """``[*prefix] python -m beanpole serve ARGS``; stderr is read line by line.
+class BeanpoleChild:
+    """``[*prefix] python -m beanpole ARGV``; stderr is read line by line.
 
     ``env``: more environment variables; ``prefix``: a launcher to start it through;
     ``preexec``: run in the child before it starts; ``path``: more directories for the
@@ -57,16 +59,16 @@ class ServeChild:
 
     def __init__(
         self,
-        *args: str,
+        *argv: str,
         env: Mapping[str, str] | None = None,
         prefix: Sequence[str] = (),
         preexec: Callable[[], None] | None = None,
         path: Sequence[str] = (),
         stdout: int = subprocess.DEVNULL,
     ) -> None:
-        self.args = args
+        self.args: tuple[str, ...] = argv
         self.proc = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "beanpole", "serve", *args],
+            [*prefix, sys.executable, "-m", "beanpole", *argv],
             env=child_env(env, path),
             stdin=subprocess.DEVNULL,
             stdout=stdout,
@@ -114,12 +116,6 @@ class ServeChild:
             if match:
                 return match
 
-    def addresses(self) -> list[Address]:
-        """Wait for the "listening on" line; every address it names, in order."""
-        match = self.wait_line(LISTENING)
-        assert match.group(1) == beanpole.__version__
-        return [parse_address(part) for part in match.group(2).split(", ")]
-
     def finish(self) -> int:
         """Wait for the process to exit; its status, with all of stderr read."""
         status = self.proc.wait(timeout=TIMEOUT)
@@ -131,6 +127,24 @@ class ServeChild:
             self.proc.kill()
         self.proc.wait(timeout=TIMEOUT)
         self._reader.join(timeout=TIMEOUT)
+
+    def stop(self) -> int:
+        """SIGTERM (a clean stop); the exit status."""
+        self.proc.send_signal(signal.SIGTERM)
+        return self.finish()
+
+
+class ServeChild(BeanpoleChild):
+    """``[*prefix] python -m beanpole serve ARGS`` (the options as BeanpoleChild's)."""
+
+    def __init__(self, *args: str, **options: Any) -> None:
+        super().__init__("serve", *args, **options)
+
+    def addresses(self) -> list[Address]:
+        """Wait for the "listening on" line; every address it names, in order."""
+        match = self.wait_line(LISTENING)
+        assert match.group(1) == beanpole.__version__
+        return [parse_address(part) for part in match.group(2).split(", ")]
 
 
 def connect(address: Address) -> socket.socket:

@@ -437,7 +437,7 @@ def test_exporter_answers_502_for_a_server_that_is_away() -> None:
     child, base = exporter([dead])
     try:
         warning = rf"warning: dashboard: cannot sample {dead}: cannot connect"
-        if not any(re.search(warning, line) for line in child.seen):
+        if not any(re.search(warning, line) for line in child.stderr):
             child.wait_line(warning)  # logged once, maybe before the start lines
         reply = get_json(base, "/api/server", status=502)
         assert "cannot connect" in reply["error"]

@@ -262,7 +262,7 @@ def test_serve_hooks_flag_installs_module_functions(tmp_path: Path) -> None:
         with Client(child.listening()) as c:
             job = c.put(b"x")
             c.delete(job)
-        assert child.terminate() == 0
+        assert child.stop() == 0
     finally:
         child.kill()
     assert audit_file.read_text().splitlines() == [

@@ -205,7 +205,7 @@ def test_acknowledged_changes_survive_sigkill(tmp_path: Path) -> None:
             address = child.listening()
             if round_ == ROUNDS:
                 check_after_restart(address, model, where)
-                assert child.terminate() == 0
+                assert child.stop() == 0
                 break
             check_after_restart(address, model, where)
             floor = model.floor = model.highest  # every new id must be above this
@@ -420,7 +420,7 @@ def test_every_kind_of_change_survives_sigkill(tmp_path: Path) -> None:
                 undecided.clear()
                 assert not problems, f"{where}:\n" + "\n".join(problems[:20])
             if round_ == STATE_ROUNDS:
-                assert child.terminate() == 0
+                assert child.stop() == 0
                 break
 
             outcomes = [StateOutcome() for _ in range(CLIENTS)]

@@ -21,7 +21,7 @@ def test_start_line_names_version_addresses_and_log(tmp_path: Path) -> None:
         child = Child("-p", "0", *flags)
         try:
             host, port = child.listening()
-            assert child.terminate() == 0
+            assert child.stop() == 0
         finally:
             child.kill()
         first = child.stderr[0].rstrip("\n")
@@ -42,7 +42,7 @@ def test_json_log_lines(tmp_path: Path) -> None:
         assert match is not None
         with Client((match.group(1), int(match.group(2)))) as c:
             c.expect("use t", "USING t")
-        assert child.terminate() == 0
+        assert child.stop() == 0
     finally:
         child.kill()
     entries = [json.loads(line) for line in child.stderr]
@@ -57,7 +57,7 @@ def test_connection_lines_only_with_verbose() -> None:
     try:
         with Client(child.listening()) as c:
             c.expect("use t", "USING t")
-        assert child.terminate() == 0
+        assert child.stop() == 0
     finally:
         child.kill()
     text = "".join(child.stderr)

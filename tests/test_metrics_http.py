@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
-import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -26,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import beanpole
 from beanpole.config import Config, ConfigError
+from servechild import BeanpoleChild as Child
 from servers import start
 
 TIMEOUT = 20.0
@@ -246,48 +244,6 @@ def test_ipv6_endpoint() -> None:
 
 
 # -- processes: beanpole serve --http and beanpole exporter -------------------------------
-
-
-class Child:
-    """A ``python -m beanpole ...`` process with its stderr read line by line."""
-
-    def __init__(self, *args: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BEANPOLE_")}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "beanpole", *args],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def wait_line(self, pattern: str) -> re.Match[str]:
-        seen = []
-        while True:
-            line = self.lines.get(timeout=TIMEOUT)
-            assert line is not None, f"stderr closed; it said {seen!r}"
-            seen.append(line)
-            match = re.search(pattern, line)
-            if match:
-                return match
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=TIMEOUT)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ def test_sigusr1_drains_at_once_while_idle() -> None:
         with Client(address) as c:
             assert c.cmd("put 0 0 10 1", b"x") == b"DRAINING"
             assert c.stats()["draining"] == "true"
-        assert child.terminate() == 0
+        assert child.stop() == 0
     finally:
         child.kill()
     assert "SIGUSR1: draining (puts are refused)" in "".join(child.stderr)
@@ -47,7 +47,7 @@ def test_sigusr1_drains_at_once_under_load() -> None:
             while time.monotonic() < deadline:
                 c.cmd("put 0 0 10 1", b"x")
             assert c.cmd("put 0 0 10 1", b"x") == b"DRAINING"
-        assert child.terminate() == 0
+        assert child.stop() == 0
     finally:
         child.kill()
 
@@ -137,7 +137,7 @@ def test_sigterm_under_pipelined_puts_keeps_every_acknowledged_put(
         with Client(again.listening()) as c:
             for job_id in every:
                 assert c.peek(job_id) is not None, f"acknowledged job {job_id} is gone"
-        assert again.terminate() == 0
+        assert again.stop() == 0
     finally:
         again.kill()
 
