@@ -72,6 +72,7 @@ impl PyEventStream {
         };
         let mut delivery = Delivery {
             on_error,
+            none: py.None().into_bound(py),
             tubes: Vec::new(),
             stamp: None,
             priority: None,
@@ -196,6 +197,8 @@ struct Fields([Option<std::ptr::NonNull<ffi::PyObject>>; FIELDS]);
 /// What one batch's delivery looks up once and reuses.
 struct Delivery<'a, 'py> {
     on_error: &'a Bound<'py, PyAny>,
+    /// None, held once per batch for the fields that are None.
+    none: Bound<'py, PyAny>,
     /// The batch's events hold their tube names alive, so a pointer names one.
     tubes: Vec<(*const u8, Bound<'py, PyAny>)>,
     /// The last time stamp made: job events come many to a tick of the coarse clock.
@@ -221,20 +224,20 @@ impl<'py> Delivery<'_, 'py> {
                 let tube = self.tube_name(py, tube);
                 set_shared(obj, fields, 2, &tube)?;
             }
-            None => set_shared(obj, fields, 2, &py.None().into_bound(py))?,
+            None => set_shared(obj, fields, 2, &self.none)?,
         }
         match event.priority {
             Some(pri) => {
                 let pri = self.priority(py, pri)?;
                 set_shared(obj, fields, 3, &pri)?;
             }
-            None => set_shared(obj, fields, 3, &py.None().into_bound(py))?,
+            None => set_shared(obj, fields, 3, &self.none)?,
         }
         let stamp = self.stamp(py, event.at);
         set_shared(obj, fields, 4, &stamp)?;
         match event.detail.as_deref() {
             Some(detail) => set_owned(obj, fields, 5, PyString::new(py, detail).into_any())?,
-            None => set_shared(obj, fields, 5, &py.None().into_bound(py))?,
+            None => set_shared(obj, fields, 5, &self.none)?,
         }
         Ok(())
     }
