@@ -131,3 +131,42 @@ def test_ids_continue_after_the_highest_even_when_all_were_deleted(
     servers.append(running)
     with Client(running.address) as c:
         assert c.put(b"y") == ids[-1] + 1
+
+
+def _stats_id(address: tuple[str, int] | str) -> str:
+    with beanpole.Client(address) as c:
+        return str(c.stats()["id"])
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_stats_id_names_the_log_and_starts_over_with_it(
+    tmp_path: Path, servers: list[Running], mode: str
+) -> None:
+    """With a log, `stats`'s id stays across restarts (clean or SIGKILL), since ids do;
+    a log that starts empty gets a new one, as a server without a log does at every
+    start (its ids start over at 1)."""
+    running = MODES[mode](tmp_path / "log")
+    servers.append(running)
+    first = _stats_id(running.address)
+    assert len(first) == 16 and int(first, 16) >= 0
+    with Client(running.address) as c:
+        c.put(b"x")
+    running.stop()
+    running = MODES[mode](tmp_path / "log")
+    servers.append(running)
+    assert _stats_id(running.address) == first
+    running.stop()
+    # The same files in another place are the same id space.
+    (tmp_path / "log").rename(tmp_path / "moved")
+    running = MODES[mode](tmp_path / "moved")
+    servers.append(running)
+    assert _stats_id(running.address) == first
+    running.stop()
+    running = MODES[mode](tmp_path / "empty")
+    servers.append(running)
+    assert _stats_id(running.address) != first
+    running.stop()
+    with beanpole.Server(listen="127.0.0.1", port=0) as a, beanpole.Server(
+        listen="127.0.0.1", port=0
+    ) as b:
+        assert _stats_id(a.address) != _stats_id(b.address)  # type: ignore[arg-type]

@@ -96,7 +96,11 @@ impl Shared {
         let events = Arc::new(EventHub::new(verbose));
         store.set_events(Arc::clone(&events));
         let mut log_pipe = None;
+        // With a log, `stats`'s id names the directory's job-id space, which outlives
+        // the process (wal/instance.rs); without one it is drawn now, as beanstalkd's.
+        let mut id = None;
         if let Some(log) = log {
+            id = Some(log.instance.clone());
             store.attach_log(log, TIME_BASE);
             log.pipe.set_events(Arc::clone(&events));
             log_pipe = Some(Arc::clone(&log.pipe));
@@ -110,7 +114,7 @@ impl Shared {
             stopping: AtomicBool::new(false),
             live: listener::Live::default(),
             fixed: FixedInfo {
-                id: stats::process::instance_id(),
+                id: id.unwrap_or_else(stats::process::instance_id),
                 hostname,
                 os,
                 platform,

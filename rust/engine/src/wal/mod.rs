@@ -16,6 +16,7 @@ pub mod decode;
 pub mod format;
 pub mod fs;
 pub mod import;
+pub mod instance;
 mod live;
 pub mod mapped;
 pub mod pipe;
@@ -104,6 +105,8 @@ pub struct OpenedLog {
     /// The next job id, kept current by the store, written into new segment headers.
     pub next_id_hint: Arc<AtomicU64>,
     pub writer: Option<JoinHandle<()>>,
+    /// The identity of the directory's job-id space (see [`instance`]).
+    pub instance: String,
     _lock: DirLock,
 }
 
@@ -133,6 +136,8 @@ pub fn open_in(
     }
     let lock = DirLock::acquire(&config.dir).map_err(io)?;
     let recovered = recover::recover(dir.as_ref(), config.skip_corrupt)?;
+    let instance =
+        instance::load_or_create(&config.dir, recovered.segments.is_empty()).map_err(io)?;
     for w in &recovered.warnings {
         eprintln!("beanpole: log {name}: {w}");
     }
@@ -161,6 +166,7 @@ pub fn open_in(
         segment_size,
         next_id_hint,
         writer: Some(handle),
+        instance,
         _lock: lock,
     })
 }
