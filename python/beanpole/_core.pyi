@@ -297,6 +297,11 @@ class NativeClient:
         offset, names)`` or None. The ids as packed little-endian uint64."""
     def stats_job_many(self, ids: list[int], window: int) -> list[tuple[bytes, int] | None]:
         """Pipelined stats-job: each job's tube and priority, None when not found."""
+    def ttr_many(self, ids: list[int], window: int) -> list[int | None]:
+        """Pipelined stats-job: each job's time to run in seconds, None when not found."""
+    def touch_many(self, ids: list[int], window: int) -> list[bool]:
+        """Pipelined touch: for each job, whether it was touched (False: not found, or
+        not reserved by this connection)."""
     def reserve_job_many(self, ids: list[int], window: int) -> list[tuple[int, bytes] | None]:
         """Pipelined reserve-job: each job's id and body, None when not found."""
     def reserve_many(self, n: int, timeout: int, window: int) -> list[_Job]: ...

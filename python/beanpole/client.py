@@ -504,6 +504,18 @@ class Client(Generic[TBody]):
             out.append(None if item is None else (item[0].decode("utf-8", "replace"), item[1]))
         return out
 
+    def ttr_many(
+        self, ids: Iterable[JobOrId], *, window: int = DEFAULT_WINDOW
+    ) -> list[int | None]:
+        """The time to run, in seconds, of every job (pipelined stats-job); None for a
+        job that is not found."""
+        return self._native.ttr_many([_id(j) for j in ids], window)
+
+    def touch_many(self, ids: Iterable[JobOrId], *, window: int = DEFAULT_WINDOW) -> list[bool]:
+        """Touch every job (pipelined); for each, whether it was touched (False: not
+        found, or not reserved by this connection)."""
+        return self._native.touch_many([_id(j) for j in ids], window)
+
     def delete_many(self, ids: Iterable[JobOrId], *, window: int = DEFAULT_WINDOW) -> None:
         """Delete every job (ids or Jobs), pipelined."""
         self._native.delete_many(ids, window)

@@ -1,5 +1,6 @@
 """``Client.put_arrow`` (per-row settings and tubes from Arrow columns),
-``Client.stats_job_many`` and the key hashing done in Rust, against both servers."""
+``Client.stats_job_many``, ``ttr_many``, ``touch_many`` and the key hashing done in
+Rust, against both servers."""
 
 from __future__ import annotations
 
@@ -40,6 +41,18 @@ def test_per_row_settings_and_tubes(bclient: Client[bytes]) -> None:
         ("t0", 5),
         None,
     ]
+
+
+def test_ttr_many_and_touch_many(bclient: Client[bytes]) -> None:
+    """Pipelined TTRs and touches: each job's own TTR, None when gone; a touch is True
+    only for a job this connection holds (NOT_FOUND otherwise, as `touch`)."""
+    ids = [bclient.put(b"t%d" % i, ttr=1 + i % 7) for i in range(700)]
+    assert bclient.ttr_many(ids + [10**9]) == [1 + i % 7 for i in range(700)] + [None]
+    held = [j.id for j in bclient.reserve_many(300, 0)]
+    assert held == ids[:300]
+    assert bclient.touch_many(held + ids[300:310]) == [True] * 300 + [False] * 10
+    bclient.delete_many(held)
+    assert bclient.touch_many(held[:5]) == [False] * 5
 
 
 def test_sliced_columns_and_one_value(bclient: Client[bytes]) -> None:

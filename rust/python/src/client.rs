@@ -480,6 +480,19 @@ impl PyClient {
         self.tube_and_priority(py, ids, window)
     }
 
+    /// Pipelined stats-job: each job's time to run in seconds, None when not found.
+    #[pyo3(signature = (ids, window))]
+    fn ttr_many(&self, py: Python<'_>, ids: Vec<u64>, window: usize) -> PyResult<Vec<Option<u32>>> {
+        self.ttrs(py, ids, window)
+    }
+
+    /// Pipelined touch: for each job, whether it was touched (False: not found, or
+    /// not reserved by this connection).
+    #[pyo3(signature = (ids, window))]
+    fn touch_many(&self, py: Python<'_>, ids: Vec<u64>, window: usize) -> PyResult<Vec<bool>> {
+        self.touches(py, ids, window)
+    }
+
     /// Pipelined reserve-job: each job's id and body, None when not found.
     #[pyo3(signature = (ids, window))]
     fn reserve_job_many(

@@ -243,6 +243,48 @@ impl PyClient {
             .collect())
     }
 
+    /// See `NativeClient.ttr_many` in `_core.pyi`.
+    pub(super) fn ttrs(
+        &self,
+        py: Python<'_>,
+        ids: Vec<u64>,
+        window: usize,
+    ) -> PyResult<Vec<Option<u32>>> {
+        self.each_found(py, &ids, window, Command::StatsJob, |reply| match reply {
+            Reply::Ok(body) => Ok(field_u32(&body, b"ttr: ")),
+            other => Err(other),
+        })
+        .map_err(|f| {
+            batch_error(py, "ttr_many", f, |py, v: Option<u32>| {
+                Ok(v.into_pyobject(py)?.into_any().unbind())
+            })
+        })
+    }
+
+    /// See `NativeClient.touch_many` in `_core.pyi`.
+    pub(super) fn touches(
+        &self,
+        py: Python<'_>,
+        ids: Vec<u64>,
+        window: usize,
+    ) -> PyResult<Vec<bool>> {
+        let rows = self
+            .each_found(py, &ids, window, Command::Touch, |reply| match reply {
+                Reply::Touched => Ok(Some(())),
+                other => Err(other),
+            })
+            .map_err(|f| {
+                batch_error(py, "touch_many", f, |py, v: Option<()>| {
+                    Ok(v.is_some()
+                        .into_pyobject(py)?
+                        .to_owned()
+                        .into_any()
+                        .unbind())
+                })
+            })?;
+        Ok(rows.into_iter().map(|r| r.is_some()).collect())
+    }
+
     /// See `NativeClient.reserve_job_many` in `_core.pyi`.
     pub(super) fn reserve_jobs(
         &self,
@@ -325,6 +367,14 @@ type Found<T> = Result<Vec<Option<T>>, Box<BatchFailure<Option<T>, PyErr>>>;
 
 /// One job of a pipelined reserve-job: its id and body, or None when not found.
 pub(super) type Reserved = Option<(u64, Py<PyBytes>)>;
+
+/// A whole-number field (`name` with its `": "`) of a stats-job body.
+fn field_u32(body: &[u8], name: &[u8]) -> Option<u32> {
+    body.split(|&b| b == b'\n')
+        .find_map(|line| line.strip_prefix(name))
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|s| s.trim().parse().ok())
+}
 
 /// The `tube` and `pri` fields of a stats-job body.
 fn tube_and_pri(body: &[u8]) -> Option<(Vec<u8>, u32)> {
