@@ -217,6 +217,17 @@ def _baselines(address: tuple[str, int], tube: str) -> dict[str, Callable[[Any],
 #: The contenders; "spark floor" is Spark's own cost for the same rows into a Python
 #: Arrow writer that keeps nothing (bench/spark_floor.py): what no writer can beat.
 WRITERS = ("beanpole", "greenstalk", "socket loop", "spark floor")
+#: The two shapes of body the writer and Spark's floor are also timed with: one
+#: constant binary value repeated, and a string computed per row (as users' data is).
+BODIES = {
+    "constant binary": "cast(repeat('b', {size}) as binary) as body",
+    "per-row strings": "rpad(cast(id as string), {size}, 'x') as body",
+}
+#: Contenders of the writer figure: (writer, body shape).
+CONTENDERS = [(how, "constant binary") for how in WRITERS] + [
+    ("beanpole", "per-row strings"),
+    ("spark floor", "per-row strings"),
+]
 
 
 def timed_write(spark: Any, df: Any, how: str, jobs: int) -> float:
@@ -248,29 +259,38 @@ def timed_write(spark: Any, df: Any, how: str, jobs: int) -> float:
     return took
 
 
+def _label(how: str, body: str) -> str:
+    return how if body == "constant binary" else f"{how} ({body})"
+
+
 def writer_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str, Any]:
-    """The writer's figure: rows per second of the three writers, run in turn."""
-    df = spark.range(0, jobs, numPartitions=2).selectExpr(
-        f"cast(repeat('b', {body_size}) as binary) as body"
-    )
+    """The writer's figure: rows per second of every contender, run in turn."""
+    frames = {
+        body: spark.range(0, jobs, numPartitions=2).selectExpr(expr.format(size=body_size))
+        for body, expr in BODIES.items()
+    }
     out: dict[str, Any] = {"jobs": jobs, "body_size": body_size, "writers": {}}
-    firsts = {how: timed_write(spark, df, how, jobs) for how in WRITERS}
-    warm: dict[str, list[float]] = {how: [] for how in WRITERS}
+    firsts = {(h, b): timed_write(spark, frames[b], h, jobs) for h, b in CONTENDERS}
+    warm: dict[tuple[str, str], list[float]] = {c: [] for c in CONTENDERS}
     for _ in range(runs):
         # Interleaved, so that a busy moment on the machine falls on every contender.
-        for how in WRITERS:
-            warm[how].append(timed_write(spark, df, how, jobs))
-    for how in WRITERS:
-        median = statistics.median(warm[how])
-        out["writers"][how] = {
-            "first_s": firsts[how],
-            "warm_s": warm[how],
+        for how, body in CONTENDERS:
+            warm[(how, body)].append(timed_write(spark, frames[body], how, jobs))
+    for how, body in CONTENDERS:
+        median = statistics.median(warm[(how, body)])
+        out["writers"][_label(how, body)] = {
+            "first_s": firsts[(how, body)],
+            "warm_s": warm[(how, body)],
             "median_s": median,
             "rows_per_s": jobs / median,
         }
-    ours = out["writers"]["beanpole"]["rows_per_s"]
-    out["ratios"] = {
-        how: ours / out["writers"][how]["rows_per_s"] for how in WRITERS if how != "beanpole"
+    rates = {name: w["rows_per_s"] for name, w in out["writers"].items()}
+    ours = rates["beanpole"]
+    out["ratios"] = {how: ours / rates[how] for how in WRITERS if how != "beanpole"}
+    strings = "per-row strings"
+    out["of_floor"] = {
+        "constant binary": ours / rates["spark floor"],
+        strings: rates[_label("beanpole", strings)] / rates[_label("spark floor", strings)],
     }
     return out
 
@@ -282,8 +302,9 @@ STREAM = {"batch": STREAM_BATCH}
 
 
 def fill_tube(address: str, tube: str, jobs: int, body_size: int) -> None:
+    """``jobs`` jobs whose bodies are computed per row (the number, padded)."""
     with beanpole.Client(address, encoding=None, use=tube) as client:
-        client.put_many(b"b" * body_size for _ in range(jobs))
+        client.put_many(str(i).encode().ljust(body_size, b"x") for i in range(jobs))
 
 
 def timed_stream(spark: Any, address: str, tube: str, checkpoint: Path, batch: int) -> float:
@@ -339,11 +360,53 @@ def stream_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str,
     }
 
 
+def touch_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str, Any]:
+    """How long the streaming reader's touch of a held batch takes: ``jobs`` jobs
+    reserved on the reader's connections (1,000 each), one pipelined touch pass over
+    all of them, timed ``runs`` times. Spark is not involved."""
+    from beanpole.spark.stream_holds import Holds
+    from beanpole.spark.stream_options import StreamSettings
+
+    times: list[float] = []
+    with beanpole.Server(listen="127.0.0.1", port=0) as srv:
+        host, port = srv.address  # type: ignore[misc]
+        address = f"{host}:{port}"
+        fill_tube(address, "held", jobs, body_size)
+        holds = Holds(StreamSettings.from_options({"servers": address, "tube": "held"}))
+        try:
+            since = time.monotonic()
+            slots, _, _ = holds.reserve([(address, "held")], None)
+            holds.hold(1, slots, None, since)  # TTR 60: the thread waits 30 s
+            held = sum(len(ids) for ids in slots.values())
+            if held != jobs:
+                raise RuntimeError(f"touch: {held} jobs held, {jobs} were put")
+            before = srv.stats()["cmd-touch"]
+            for _ in range(runs):
+                started = time.perf_counter()
+                holds.touch(1)
+                times.append(time.perf_counter() - started)
+            touched = srv.stats()["cmd-touch"] - before
+            if touched != jobs * runs:
+                raise RuntimeError(f"touch: {touched} touches seen, {jobs * runs} sent")
+        finally:
+            holds.close()
+    return {"jobs": jobs, "warm_s": times, "median_s": statistics.median(times)}
+
+
+def report_touch(figure: dict[str, Any]) -> None:
+    warm = ", ".join(f"{s:.3f}" for s in figure["warm_s"])
+    print(
+        f"streaming reader's touch of {figure['jobs']:,} held jobs (pipelined, per "
+        f"connection): median {figure['median_s']:.3f} s (runs {warm})"
+    )
+
+
 # Each figure: a function of (spark, jobs, runs, body_size).
 FIGURES: dict[str, Callable[[Any, int, int, int], dict[str, Any]]] = {
     "binlog": binlog_figure,
     "writer": writer_figure,
     "stream": stream_figure,
+    "touch": touch_figure,
 }
 
 
@@ -385,6 +448,8 @@ def report(result: dict[str, Any]) -> None:
         report_writer(result["writer"])
     if result.get("stream"):
         report_stream(result["stream"])
+    if result.get("touch"):
+        report_touch(result["touch"])
 
 
 def report_writer(figure: dict[str, Any]) -> None:
@@ -392,14 +457,15 @@ def report_writer(figure: dict[str, Any]) -> None:
         f"writer, {figure['jobs']:,} rows of {figure['body_size']} bytes into one server "
         "(median of warm runs):"
     )
-    for how in WRITERS:
-        w = figure["writers"][how]
+    for how, w in figure["writers"].items():
         warm = ", ".join(f"{s:.2f}" for s in w["warm_s"])
         ratio = f"  beanpole is {figure['ratios'][how]:.1f}x" if how in figure["ratios"] else ""
         print(
-            f"  {how:12} {w['rows_per_s']:>12,.0f} rows/s  median {w['median_s']:.3f} s "
+            f"  {how:34} {w['rows_per_s']:>12,.0f} rows/s  median {w['median_s']:.3f} s "
             f"(warm runs {warm}; first {w['first_s']:.2f} s){ratio}"
         )
+    for body, ratio in figure["of_floor"].items():
+        print(f"  beanpole with {body} bodies: {ratio:.2f}x Spark's floor for the same rows")
 
 
 def report_stream(figure: dict[str, Any]) -> None:

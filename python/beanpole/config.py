@@ -32,6 +32,7 @@ __all__ = [
     "env_var",
     "flag",
     "help_text",
+    "parse_bool",
 ]
 
 #: beanstalkd caps ``-z`` at 1 GiB; so do we.
@@ -593,7 +594,8 @@ def _parse_int(raw: str) -> int:
         raise ValueError(f"must be an integer, got {raw!r}") from None
 
 
-def _parse_bool(raw: str) -> bool:
+def parse_bool(raw: str) -> bool:
+    """A boolean as every setting spells it: 1/0, true/false, yes/no, on/off."""
     word = raw.strip().lower()
     if word in _TRUE:
         return True
@@ -627,9 +629,9 @@ _ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "threads": _parse_int,
     "binlog_dir": _parse_str,
     "fsync_ms": _parse_int,
-    "no_fsync": _parse_bool,
+    "no_fsync": parse_bool,
     "segment_size": _parse_int,
-    "skip_corrupt": _parse_bool,
+    "skip_corrupt": parse_bool,
     "hooks": _parse_list,
     "hook_queue": _parse_int,
     "log_format": _parse_str,

@@ -27,6 +27,14 @@ def _skip_reason() -> str | None:
     return None
 
 
+@pytest.fixture
+def pyspark_api() -> None:
+    """For tests that call the sources' classes without a session: skipped, with the
+    reason, like the others when pyspark or pyarrow is missing."""
+    if MISSING:
+        pytest.skip(f"{' and '.join(MISSING)} not installed (pip install 'beanpole[spark]')")
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     reason = _skip_reason()

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import beanpole
+import beanpole.spark
 
 pytestmark = pytest.mark.spark
 
@@ -51,7 +52,7 @@ def _ready(server: str) -> int:
 
 def test_read_and_delete(spark: Any, servers: list[str]) -> None:
     want = _fill(servers, 3000)
-    rows = _read(spark, servers, tube="work", **{"partitions-per-server": "2"})
+    rows = _read(spark, servers, tube="work", ack="delete", partitionsPerServer="2")
     assert len(rows) == len(want) == 6000
     for row in rows:
         server, job_id, pri = want[bytes(row["body"])]
@@ -100,10 +101,10 @@ def test_max_jobs_and_tubes(spark: Any, servers: list[str]) -> None:
     _fill(servers, 300, tube="one")
     _fill(servers, 300, tube="two")
     _fill(servers, 300, tube="three")
-    rows = _read(spark, servers, tubes="one,two", **{"max-jobs": "500"})
+    rows = _read(spark, servers, tubes="one,two", ack="delete", **{"max-jobs": "500"})
     assert len(rows) == 500
     assert {r["tube"] for r in rows} <= {"one", "two"}
-    rest = _read(spark, servers, tubes="one,two")
+    rest = _read(spark, servers, tubes="one,two", ack="delete")
     assert len(rest) == 700
     assert {r["tube"] for r in rest} == {"one", "two"}
     assert [_ready(s) for s in servers] == [300, 300]
@@ -116,9 +117,12 @@ def test_an_empty_tube_reads_no_rows(spark: Any, servers: list[str]) -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"ack": "forget"}, "option ack must be one of delete, release, bury, none"),
-        ({"partitions-per-server": "0"}, "option partitions-per-server must be between"),
-        ({"max-jobs": "many"}, "option max-jobs must be a whole number"),
+        ({"ack": "forget"}, "option ack must be one of release, delete, bury, none"),
+        ({"partitions-per-server": "0"}, "option partitions-per-server must be a whole number"),
+        ({"maxJobs": "many"}, "option maxJobs must be a whole number from 0"),
+        ({"maxJobs": "5", "max-jobs": "6"}, "option maxJobs is given twice"),
+        ({"tube": "-x"}, "option tube must be a tube name"),
+        ({"tube": "a", "tubes": "b"}, "give option tube or option tubes, not both"),
     ],
 )
 def test_bad_options_give_one_clear_error(
@@ -126,3 +130,92 @@ def test_bad_options_give_one_clear_error(
 ) -> None:
     with pytest.raises(Exception, match=message):
         _read(spark, servers, **options)
+
+
+def _left(server: str, tube: str = "work") -> int:
+    with beanpole.Client(server) as c:
+        try:
+            return int(c.stats_tube(tube)["current-jobs-ready"])
+        except beanpole.client.NotFoundError:
+            return 0
+
+
+def test_a_read_whose_consumer_fails_loses_no_job(spark: Any, servers: list[str]) -> None:
+    """The default ack gives the jobs back: a consumer that fails before it wrote
+    anything (here, at its first row) leaves every job in the queue."""
+    _fill(servers, 500)
+    jobs = spark.read.format("beanpole").option("servers", ",".join(servers)).option(
+        "tube", "work"
+    ).load()
+
+    def fail(rows: Any) -> None:
+        for _ in rows:
+            raise RuntimeError("the sink is down")
+
+    with pytest.raises(Exception, match="the sink is down"):
+        jobs.foreachPartition(fail)
+    assert [_left(s) for s in servers] == [500, 500]
+
+
+def test_ack_deletes_exactly_what_the_sink_wrote(
+    spark: Any, servers: list[str], tmp_path: Any
+) -> None:
+    """Read (jobs given back), write, then ack what was written: exactly those jobs
+    are deleted, also when more jobs arrived after the read."""
+    want = _fill(servers, 400)
+    out = str(tmp_path / "out")
+    jobs = spark.read.format("beanpole").option("servers", ",".join(servers)).option(
+        "tube", "work"
+    ).load()
+    jobs.write.parquet(out)
+    later = _fill(servers[:1], 50)  # put after the read: not in the table
+    written = spark.read.parquet(out)
+    assert {bytes(r["body"]) for r in written.collect()} == set(want)
+    acked = beanpole.spark.ack(written)
+    assert (acked.deleted, acked.gone, acked.orphaned) == (800, 0, 0)
+    assert [_left(s) for s in servers] == [50, 0]
+    with beanpole.Client(servers[0], encoding=None, watch="work") as c:
+        left = c.reserve_many(100, 0)
+    assert {j.body for j in left} == set(later)
+    # Acked again: nothing more to delete.
+    again = beanpole.spark.ack(written)
+    assert (again.deleted, again.gone) == (0, 800)
+
+
+def test_ack_refuses_rows_that_would_read_the_queue_again(
+    spark: Any, servers: list[str]
+) -> None:
+    _fill(servers, 10)
+    jobs = spark.read.format("beanpole").option("servers", ",".join(servers)).option(
+        "tube", "work"
+    ).load()
+    with pytest.raises(ValueError, match="reads the queue again"):
+        beanpole.spark.ack(jobs)
+    with pytest.raises(ValueError, match="reads the queue again"):
+        beanpole.spark.ack(jobs.filter("id > 0"))
+    cached = jobs.cache()
+    assert cached.count() == 20
+    assert beanpole.spark.ack(cached).deleted == 20
+    cached.unpersist()
+    assert [_left(s) for s in servers] == [0, 0]
+    with pytest.raises(ValueError, match="needs the columns"):
+        beanpole.spark.ack(spark.range(3))
+
+
+def test_ack_leaves_jobs_of_a_restarted_server_alone(spark: Any, tmp_path: Any) -> None:
+    """Rows read from a server that then restarted without its log name ids that now
+    belong to other jobs: ack leaves those alone and counts them."""
+    with beanpole.Server(listen="127.0.0.1", port=0) as first:
+        address = _name(first)
+        _fill([address], 30)
+        rows = spark.read.format("beanpole").option("servers", address).option(
+            "tube", "work"
+        ).load().localCheckpoint()
+        assert rows.count() == 30
+        port = first.address[1]  # type: ignore[misc]
+    with beanpole.Server(listen="127.0.0.1", port=port) as second:
+        assert _name(second) == address
+        fresh = _fill([address], 30)  # ids 1..30 again, other jobs
+        acked = beanpole.spark.ack(rows)
+        assert (acked.deleted, acked.orphaned) == (0, 30)
+        assert _left(address) == len(fresh) == 30

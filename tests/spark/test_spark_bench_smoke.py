@@ -27,14 +27,25 @@ def test_spark_bench_smoke(spark: Any, capsys: Any) -> None:
         assert figure["modes"][mode]["rows_per_s"] > 0
     assert figure["floor"]["partitions"] >= 1 and figure["floor"]["rows_per_s"] > 0
     writer = result["writer"]
-    assert set(writer["writers"]) == {"beanpole", "greenstalk", "socket loop", "spark floor"}
+    assert set(writer["writers"]) == {
+        "beanpole",
+        "greenstalk",
+        "socket loop",
+        "spark floor",
+        "beanpole (per-row strings)",
+        "spark floor (per-row strings)",
+    }
+    assert set(writer["of_floor"]) == {"constant binary", "per-row strings"}
     assert all(w["rows_per_s"] > 0 for w in writer["writers"].values())
     stream = result["stream"]
     assert stream["jobs"] == 3000 and len(stream["warm_s"]) == 1
     assert stream["jobs_per_s"] > 0
+    assert result["touch"]["jobs"] == 3000 and result["touch"]["median_s"] > 0
     bench.report(result)
     out = capsys.readouterr().out
     assert "log reader, 3,000 jobs" in out
     assert "streaming reader, 3,000 jobs" in out
     assert "writer, 3,000 rows" in out
     assert "floor" in out
+    assert "beanpole with per-row strings bodies" in out
+    assert "touch of 3,000 held jobs" in out

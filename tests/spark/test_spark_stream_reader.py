@@ -145,7 +145,7 @@ def test_with_priority_fills_each_jobs_priority(spark: Any, server: str) -> None
 
 def test_bad_options_give_one_clear_error(spark: Any, server: str) -> None:
     cases = {
-        "option maxRowsPerTrigger must be a positive whole number": {
+        "option maxRowsPerTrigger must be a whole number from 1": {
             "servers": server,
             "maxRowsPerTrigger": "lots",
         },
@@ -156,6 +156,15 @@ def test_bad_options_give_one_clear_error(spark: Any, server: str) -> None:
         },
         "option servers is required": {"tube": "a"},
         "option servers takes host:port pairs": {"servers": "nohost"},
+        "option servers names a server twice": {"servers": f"{server},{server}"},
+        "option withPriority must be true or false (1/0, yes/no, on/off)": {
+            "servers": server,
+            "withPriority": "maybe",
+        },
+        "option checkpointLocation must be a local directory": {
+            "servers": server,
+            "checkpointLocation": "s3://bucket/cp",
+        },
     }
     for message, options in cases.items():
         reader = spark.readStream.format("beanpole")
@@ -261,7 +270,9 @@ def test_batch_written_but_not_committed_is_replayed(
     ]
 
 
-def test_reader_after_a_crash_deletes_the_committed_and_replays_the_rest(server: str) -> None:
+def test_reader_after_a_crash_deletes_the_committed_and_replays_the_rest(
+    server: str, pyspark_api: None
+) -> None:
     """The reader's own calls, in the order Spark makes them around a driver crash (no
     session needed): a batch the checkpoint shows committed is deleted at the restart
     even though the crash put its jobs back to ready; the uncommitted one is read
@@ -316,7 +327,7 @@ def test_reader_after_a_crash_deletes_the_committed_and_replays_the_rest(server:
     fourth.stop()
 
 
-def test_reader_shares_the_limit_over_servers_and_tubes(server: str) -> None:
+def test_reader_shares_the_limit_over_servers_and_tubes(server: str, pyspark_api: None) -> None:
     """Two servers and two tubes: one partition per server and tube, the limit shared
     out, and what a dry tube leaves taken by the others."""
     from pyspark.sql.streaming.datasource import ReadMaxRows

@@ -8,6 +8,8 @@
   jobs of a tube as a table (``spark.read``) and as a stream (``spark.readStream``);
   see docs/spark.md.
 
+``ack(df)`` deletes the jobs a batch read gave once the rows are written (:mod:`.ack_rows`).
+
 Importing :mod:`beanpole` does not import this package, so pyspark and pyarrow
 are needed only by those who use it.
 """
@@ -19,7 +21,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["register", "source_classes"]
+__all__ = ["Acked", "ack", "register", "source_classes"]
+
+
+def __getattr__(name: str) -> object:
+    # ack needs pyspark; it is imported when first asked for, like the sources.
+    if name in ("ack", "Acked"):
+        from . import ack_rows as module
+
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def source_classes() -> list[type]:

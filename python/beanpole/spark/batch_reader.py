@@ -1,17 +1,19 @@
 """The ``beanpole`` batch reader: the ready jobs of a tube as a table.
 
 ``spark.read.format("beanpole").option("servers", ...).option("tube", ...).load()``
-plans ``partitions-per-server`` partitions on every server. Each partition opens its
+plans ``partitionsPerServer`` partitions on every server. Each partition opens its
 own connection, watches ``tube`` (or ``tubes``) and reserves with pipelined
-``reserve-with-timeout 0`` until none is ready or its share of ``max-jobs`` is
-reached; the tube and priority of the jobs come from pipelined ``stats-job``. Rows are
-``server``, ``id``, ``tube``, ``priority``, ``body`` (binary).
+``reserve-with-timeout 0`` until none is ready or its share of ``maxJobs`` is reached;
+the tube and priority of the jobs come from pipelined ``stats-job``. Rows are those
+of :mod:`.rows`.
 
-Once the partition's rows have all been handed on, ``ack`` is applied: ``delete``
-(default), ``release`` (back to ready, with the job's priority), ``bury``, or ``none``
-(the jobs go back to ready when the connection closes). If the task fails or is
-stopped before that, the connection closes and the server releases the jobs, so they
-are read again by a later read: delivery is at-least-once (docs/spark.md).
+Once the partition's rows have all been handed on, ``ack`` is applied: ``release``
+(the default: back to ready, with the job's priority, so that nothing is lost if
+what consumes the rows fails; delete them afterwards with :func:`.ack_rows.ack`),
+``delete`` (at most once: a job is gone before the sink has written its row),
+``bury``, or ``none`` (the jobs go back to ready when the connection closes). If the
+task fails or is stopped before that, the connection closes and the server releases
+the jobs. See docs/spark.md.
 """
 
 from __future__ import annotations
@@ -24,21 +26,12 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from ..client import Client
 from ..client_errors import BatchError, NotFoundError
+from .instances import instance_of
 from .options import QueueOptions
+from .rows import ROW_SCHEMA
 
-SCHEMA = "server string, id bigint, tube string, priority bigint, body binary"
 #: Jobs reserved (and turned into one record batch) per round of pipelined reserves.
 CHUNK = 10_000
-
-_ARROW_SCHEMA = pa.schema(
-    [
-        ("server", pa.string()),
-        ("id", pa.int64()),
-        ("tube", pa.string()),
-        ("priority", pa.int64()),
-        ("body", pa.binary()),
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -105,6 +98,7 @@ def read_part(opts: QueueOptions, part: ServerPart) -> Iterator[pa.RecordBatch]:
         part.server, encoding=None, watch=opts.tubes, timeout=opts.timeout
     )
     try:
+        instance = instance_of(client)
         ids: list[int] = []
         priorities: list[int] = []
         while part.limit is None or len(ids) < part.limit:
@@ -123,12 +117,13 @@ def read_part(opts: QueueOptions, part: ServerPart) -> Iterator[pa.RecordBatch]:
             yield pa.RecordBatch.from_arrays(
                 [
                     pa.repeat(pa.scalar(part.server, pa.string()), len(jobs)),
+                    pa.repeat(pa.scalar(instance, pa.string()), len(jobs)),
                     pa.array(chunk_ids, pa.int64()),
                     pa.array(tubes, pa.string()),
                     pa.array(pris, pa.int64()),
                     pa.array([j.body for j in jobs], pa.binary()),
                 ],
-                schema=_ARROW_SCHEMA,
+                schema=ROW_SCHEMA,
             )
             if len(jobs) < want:
                 break

@@ -20,7 +20,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from .. import _core
+from .options import Options
 
 log = logging.getLogger("beanpole")
 
@@ -54,32 +55,6 @@ MAX_PARTITION_BYTES = 128 * 1024 * 1024
 OPEN_COST = 4 * 1024 * 1024
 
 _TYPES = {"int64": pa.int64(), "string": pa.string(), "binary": pa.binary()}
-_TRUE = {"true", "1", "yes"}
-_FALSE = {"false", "0", "no", ""}
-
-
-def _flag(options: dict[str, str], name: str) -> bool:
-    value = str(options.get(name, "")).strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ValueError(f"{NAME}: option {name} must be true or false, not {value!r}")
-
-
-def _count(options: dict[str, str], name: str, default: int) -> int:
-    raw = str(options.get(name, "")).strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"{NAME}: option {name} must be a whole number above 0, not {raw!r}")
-    return value
-
-
 @dataclass(frozen=True)
 class Settings:
     """The options, checked."""
@@ -93,25 +68,29 @@ class Settings:
     min_partitions: int = 1
 
     @classmethod
-    def from_options(cls, options: dict[str, str]) -> Settings:
-        path = options.get("path")
+    def from_options(cls, options: Mapping[str, Any]) -> Settings:
+        opts = Options(NAME, options)
+        path = opts.text("path")
         if not path:
-            raise ValueError(f"{NAME}: give the log directory: .load(DIR)")
-        fmt = str(options.get("format", "beanpole")).strip().lower()
-        if fmt not in ("beanpole", "beanstalkd"):
-            raise ValueError(f"{NAME}: option format must be beanpole or beanstalkd, not {fmt!r}")
-        records = _flag(options, "records")
+            raise opts.fail("give the log directory: .load(DIR)")
+        fmt = opts.choice("format", ("beanpole", "beanstalkd"), "beanpole")
+        records = opts.flag("records")
         if records and fmt == "beanstalkd":
-            raise ValueError(
-                f"{NAME}: records mode reads beanpole logs only; for a beanstalkd directory "
+            raise opts.fail(
+                "records mode reads beanpole logs only; for a beanstalkd directory "
                 "read the jobs, or convert it first with `beanpole binlog import`"
             )
+        most = 2**62
         return cls(
-            path=str(path),
+            path=path,
             records=records,
             beanstalkd=fmt == "beanstalkd",
-            max_partition_bytes=_count(options, "max-partition-bytes", MAX_PARTITION_BYTES),
-            min_partitions=_count(options, "min-partitions", os.cpu_count() or 1),
+            max_partition_bytes=opts.whole(
+                "maxPartitionBytes", MAX_PARTITION_BYTES, 1, most, aliases=("max-partition-bytes",)
+            ),
+            min_partitions=opts.whole(
+                "minPartitions", os.cpu_count() or 1, 1, most, aliases=("min-partitions",)
+            ),
         )
 
 

@@ -23,8 +23,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .batch_reader import SCHEMA, QueueReader
+from .batch_reader import QueueReader
 from .options import NAME, QueueOptions
+from .rows import SCHEMA
 from .stream_options import StreamSettings
 from .stream_reader import BeanpoleStreamReader
 from .writer import QueueStreamWriter, QueueWriter, check_schema, refuse_overwrite

@@ -11,6 +11,14 @@ reserve, whether one of the connection's reservations is close to its deadline, 
 that check grows with the number of jobs the connection holds. So a batch is
 reserved over a pool of connections per server and tube (``CHUNK`` jobs each, a few
 at a time in threads, since the client releases the GIL while it waits).
+
+Every connection learns, when it opens, the instance of the server it reached (the
+``id`` of ``stats``: it changes exactly when job ids start over). Ids are deleted or
+reserved again by id only on the instance they were recorded with; on any other they
+name other jobs, so they are left alone and counted as ``orphaned``.
+
+Each reserved chunk's time-to-run values come with it (pipelined ``stats-job``), and a
+batch is touched (pipelined) before half of its smallest TTR has passed.
 """
 
 from __future__ import annotations
@@ -22,8 +30,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from beanpole.client import BatchError, Client, Job, NotFoundError
+from beanpole.client import Client, ClientError, Job, NotFoundError
 
+from .instances import delete_ids, instance_of
 from .stream_offsets import JobMap
 from .stream_options import StreamSettings
 
@@ -40,39 +49,30 @@ THREADS = 4
 T = TypeVar("T")
 
 
-def _delete_all(client: Client[bytes], ids: list[int]) -> list[int]:
-    """Delete every id, pipelined; the ids the server answered NOT_FOUND for."""
-    missing: list[int] = []
-    rest = ids
-    while rest:
-        try:
-            client.delete_many(rest)
-            return missing
-        except BatchError as e:
-            if not isinstance(e.reason, NotFoundError):
-                raise e.reason from e
-            missing.append(rest[e.index])
-            # Items after the failed one that were in flight are listed in e.after;
-            # the others were never sent.
-            done = {i for i, _ in e.after}
-            rest = [x for i, x in enumerate(rest) if i > e.index and i not in done]
-    return missing
-
-
 class Holds:
     """A pool of connections per (server, tube), and per batch the ids each holds."""
 
     def __init__(self, settings: StreamSettings) -> None:
         self.settings = settings
         self.clients: dict[Slot, Client[bytes]] = {}
+        # The instance each open connection reached.
+        self.instances: dict[Slot, str] = {}
         # batch -> connection -> ids held reserved for it, not deleted yet.
         self.held: dict[int, dict[Slot, list[int]]] = {}
-        # A plain lock: the touch thread reads `held` while the query's thread changes
-        # it; both only copy or swap small dicts under it, never wait on the network.
+        # batch -> (smallest TTR of its jobs in seconds, when it is next due a touch).
+        self.due: dict[int, tuple[int, float]] = {}
+        # A plain lock: the touch thread reads `held` and `due` while the query's thread
+        # changes them; both only copy or swap small dicts under it, never wait on the
+        # network.
         self.lock = threading.Lock()
-        self.min_ttr: int | None = None
         self.lost = 0
+        self.orphaned = 0
+        # batch -> (server, id) found on another instance: each counted once, although
+        # a replayed batch is then also settled.
+        self._orphans: dict[int, set[tuple[str, int]]] = {}
+        # Set to stop the touch thread; `_changed` wakes it when a batch is held.
         self._stop = threading.Event()
+        self._changed = threading.Event()
         self._toucher: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
 
@@ -84,10 +84,28 @@ class Holds:
             server, tube, _ = slot
             try:
                 client = Client(server, encoding=None, watch=tube, timeout=self.settings.timeout)
+                self.instances[slot] = instance_of(client)
             except OSError as e:
                 raise ConnectionError(f"beanpole: cannot reach server {server}: {e}") from e
             self.clients[slot] = client
         return client
+
+    def instance(self, slot: Slot) -> str:
+        """The instance the slot's connection reached (connecting if needed)."""
+        self.client(slot)
+        return self.instances[slot]
+
+    def instances_of(self, slots: Iterable[Slot]) -> dict[str, str]:
+        """Per server, the instance its slots' jobs were reserved on."""
+        out: dict[str, str] = {}
+        for slot in slots:
+            found = self.instances[slot]
+            if out.setdefault(slot[0], found) != found:
+                raise ConnectionError(
+                    f"beanpole: server {slot[0]} restarted while the batch was reserved "
+                    f"(instance {out[slot[0]]} and {found})"
+                )
+        return out
 
     def each(self, work: list[Callable[[], T]]) -> list[T]:
         """Run the calls, a few at a time on threads; their results in order."""
@@ -101,6 +119,7 @@ class Holds:
         """Stop touching and close every connection: what is still held goes back to
         ready (a later batch, or the next run, reads it again)."""
         self._stop.set()
+        self._changed.set()
         if self._toucher is not None:
             self._toucher.join()
         if self._pool is not None:
@@ -108,14 +127,17 @@ class Holds:
         for client in self.clients.values():
             client.close()
         self.clients.clear()
+        self.instances.clear()
 
     # -- reserving ----------------------------------------------------------------
 
     def reserve(
         self, keys: list[Key], limit: int | None
-    ) -> tuple[dict[Slot, list[int]], dict[Slot, list[bytes]]]:
+    ) -> tuple[dict[Slot, list[int]], dict[Slot, list[bytes]], int | None]:
         """Reserve up to ``limit`` ready jobs over ``keys`` (None: all that are ready),
-        shared out evenly; the ids and bodies per connection."""
+        shared out evenly; the ids and bodies per connection, and the smallest TTR
+        among them (None when none was reserved)."""
+        least: int | None = None
         ids: dict[Slot, list[int]] = {}
         bodies: dict[Slot, list[bytes]] = {}
         active = list(keys)
@@ -135,7 +157,9 @@ class Holds:
                 break
             got = self.each([self._reserver(slot, n) for slot, n in asks])
             dry: set[Key] = set()
-            for (slot, n), jobs in zip(asks, got, strict=True):
+            for (slot, n), (jobs, ttr) in zip(asks, got, strict=True):
+                if ttr is not None and (least is None or ttr < least):
+                    least = ttr
                 if jobs:
                     ids.setdefault(slot, []).extend(j.id for j in jobs)
                     bodies.setdefault(slot, []).extend(j.body for j in jobs)
@@ -144,18 +168,27 @@ class Holds:
                 if left is not None:
                     left -= len(jobs)
             active = [k for k in active if k not in dry]
-        for slot, found in ids.items():
-            self._learn_ttr(slot, found[0])
-            break
-        return ids, bodies
+        return ids, bodies, least
 
-    def _reserver(self, slot: Slot, n: int) -> Callable[[], list[Job[bytes]]]:
-        return lambda: self.client(slot).reserve_many(n, 0)
+    def _reserver(self, slot: Slot, n: int) -> Callable[[], tuple[list[Job[bytes]], int | None]]:
+        def run() -> tuple[list[Job[bytes]], int | None]:
+            client = self.client(slot)
+            jobs = client.reserve_many(n, 0)
+            return jobs, _least_ttr(client, [j.id for j in jobs])
 
-    def reserve_ids(self, slot: Slot, wanted: list[int]) -> tuple[list[int], list[bytes], int]:
-        """Reserve the named jobs again (a replayed batch): ids and bodies found, and
-        how many are gone (deleted, or reserved by someone else past the wait)."""
+        return run
+
+    def reserve_ids(
+        self, batch: int, slot: Slot, wanted: list[int], instance: str | None
+    ) -> tuple[list[int], list[bytes], int, int | None]:
+        """Reserve the named jobs again (a replayed batch) on the instance they were
+        recorded with: ids and bodies found, how many are gone (deleted, or reserved
+        by someone else past the wait), and their smallest TTR. On another instance
+        (or none recorded) nothing is reserved: the ids are counted orphaned."""
         client = self.client(slot)
+        if self.instances[slot] != instance:
+            self._orphan(batch, slot[0], instance, self.instances[slot], wanted, "replayed")
+            return [], [], 0, None
         ids: list[int] = []
         bodies: list[bytes] = []
         waiting = list(wanted)
@@ -184,24 +217,52 @@ class Holds:
             waiting = later
             if waiting:
                 time.sleep(0.1)
-        if ids:
-            self._learn_ttr(slot, ids[0])
-        return ids, bodies, gone
+        return ids, bodies, gone, _least_ttr(client, ids)
 
-    def hold(self, batch: int, ids: dict[Slot, list[int]]) -> None:
+    def hold(
+        self, batch: int, ids: dict[Slot, list[int]], ttr: int | None, since: float
+    ) -> None:
+        """Keep the batch's jobs, reserved from ``since`` (monotonic time) on, reserved
+        (touched) until the batch is deleted."""
         with self.lock:
             self.held[batch] = ids
+            if ids:
+                least = ttr or 60
+                self.due[batch] = (least, since + self._half(least))
         if ids:
             self._start_touching()
+            self._changed.set()
+
+    def _orphan(
+        self, batch: int, server: str, recorded: str | None, now: str, ids: list[int], what: str
+    ) -> None:
+        with self.lock:
+            seen = self._orphans.setdefault(batch, set())
+            new = {(server, i) for i in ids} - seen
+            seen |= new
+            self.orphaned += len(new)
+        n = len(ids)
+        log.warning(
+            "beanpole: %d jobs of the checkpoint on %s were not %s: they belong to "
+            "instance %s, and the server is now instance %s (it restarted without its "
+            "log, so these ids name other jobs); counted as orphaned",
+            n,
+            server,
+            what,
+            recorded or "(not recorded)",
+            now,
+        )
 
     # -- deleting -----------------------------------------------------------------
 
-    def delete(self, batch: int, named: JobMap) -> int:
+    def delete(self, batch: int, named: JobMap, instances: dict[str, str]) -> int:
         """Delete the jobs ``named`` for ``batch`` (the sink has it), each on the
-        connection that holds it; how many could not be (their reservation ran out
-        and someone else got them: counted lost)."""
+        connection that holds it, on the instance recorded for its server; how many
+        could not be (their reservation ran out and someone else got them: counted
+        lost). Ids recorded on another instance are left alone (counted orphaned)."""
         with self.lock:
             mine = self.held.pop(batch, {})
+            self.due.pop(batch, None)
         plan: list[tuple[Slot, list[int], bool]] = []
         for key, ids in named.items():
             rest = set(ids)
@@ -213,16 +274,30 @@ class Holds:
                 # Not held here: a previous run reserved them, and its connection has
                 # closed (or is closing), so they are ready again.
                 plan.append(((key[0], key[1], 0), sorted(rest), False))
-        lost = sum(self.each([self._deleter(slot, ids, held) for slot, ids, held in plan]))
+        lost = sum(
+            self.each(
+                [
+                    self._deleter(batch, slot, ids, held, instances.get(slot[0]))
+                    for slot, ids, held in plan
+                ]
+            )
+        )
+        with self.lock:
+            self._orphans = {b: o for b, o in self._orphans.items() if b > batch}
         if lost:
             log.warning("beanpole: %d jobs of batch %d were lost to a timeout", lost, batch)
         self.lost += lost
         return lost
 
-    def _deleter(self, slot: Slot, ids: list[int], held: bool) -> Callable[[], int]:
+    def _deleter(
+        self, batch: int, slot: Slot, ids: list[int], held: bool, instance: str | None
+    ) -> Callable[[], int]:
         def run() -> int:
             client = self.client(slot)
-            missing = _delete_all(client, ids)
+            if self.instances[slot] != instance:
+                self._orphan(batch, slot[0], instance, self.instances[slot], ids, "deleted")
+                return 0
+            missing = delete_ids(client, ids)
             deadline = time.monotonic() + self.settings.release_wait
             lost = 0
             while missing:
@@ -244,7 +319,7 @@ class Holds:
                         )
                     break
                 time.sleep(0.1)
-                missing = _delete_all(client, elsewhere)
+                missing = delete_ids(client, elsewhere)
             return lost
 
         return run
@@ -257,18 +332,10 @@ class Holds:
 
     # -- touching -----------------------------------------------------------------
 
-    def _learn_ttr(self, slot: Slot, job_id: int) -> None:
-        try:
-            ttr = int(self.client(slot).stats_job(job_id).get("ttr", 0))
-        except NotFoundError:
-            return
-        if ttr > 0 and (self.min_ttr is None or ttr < self.min_ttr):
-            self.min_ttr = ttr
-
-    def interval(self) -> float:
+    def _half(self, ttr: int) -> float:
         if self.settings.touch_interval is not None:
             return self.settings.touch_interval
-        return max(0.5, (self.min_ttr or 60) / 2)
+        return max(0.5, ttr / 2)
 
     def _start_touching(self) -> None:
         if self._toucher is None:
@@ -278,24 +345,50 @@ class Holds:
             self._toucher.start()
 
     def _touch_loop(self) -> None:
-        while not self._stop.wait(self.interval()):
+        while not self._stop.is_set():
             with self.lock:
-                batches = [dict(m) for m in self.held.values()]
-            for jobs in batches:
-                for slot, ids in jobs.items():
-                    self._touch(slot, ids)
+                nearest = min((at for _, at in self.due.values()), default=None)
+            wait = None if nearest is None else max(0.0, nearest - time.monotonic())
+            if wait is None or wait > 0:
+                self._changed.wait(wait)
+                self._changed.clear()
+                continue
+            now = time.monotonic()
+            with self.lock:
+                due = [b for b, (_, at) in self.due.items() if at <= now]
+            for batch in due:
+                if self._stop.is_set():
+                    return
+                self.touch(batch)
+                with self.lock:
+                    if batch in self.due:
+                        ttr = self.due[batch][0]
+                        self.due[batch] = (ttr, time.monotonic() + self._half(ttr))
 
-    def _touch(self, slot: Slot, ids: Iterable[int]) -> None:
+    def touch(self, batch: int) -> None:
+        """Touch every job held for ``batch``, pipelined per connection."""
+        with self.lock:
+            jobs = dict(self.held.get(batch, {}))
+        for slot, ids in jobs.items():
+            if self._stop.is_set():
+                return
+            self._touch(slot, ids)
+
+    def _touch(self, slot: Slot, ids: list[int]) -> None:
+        """Touch the jobs a connection holds, pipelined; a job not found was deleted
+        meanwhile or lost (deleting counts the lost ones)."""
         client = self.clients.get(slot)
         if client is None:
             return
-        for i in ids:
-            if self._stop.is_set():
-                return
-            try:
-                client.touch(i)
-            except NotFoundError:
-                # Deleted meanwhile, or lost; deleting counts the lost ones.
-                continue
-            except (OSError, ConnectionError):
-                return
+        try:
+            client.touch_many(ids)
+        except (OSError, ConnectionError, ClientError):
+            return
+
+
+def _least_ttr(client: Client[bytes], ids: list[int]) -> int | None:
+    """The smallest time to run among the jobs (pipelined stats-job)."""
+    if not ids:
+        return None
+    ttrs = [t for t in client.ttr_many(ids) if t is not None]
+    return min(ttrs) if ttrs else None

@@ -16,8 +16,16 @@ How a micro-batch goes (docs/spark.md has the user's view):
    calls it only when it plans a following batch in the same run, which is why the
    deletion in step 1 is what a run's last batch and a restart rely on.
 
-Jobs held reserved are touched by a driver thread while batches run long; ``stop``
-closes the connections, so anything still held goes back to ready.
+Jobs held reserved are touched by a driver thread while batches run long. ``stop``
+first deletes the last batch the sink has committed, when the query's checkpoint
+directory is given (option ``checkpointLocation``: its commit log says which batch
+that is), then closes the connections, so anything still held goes back to ready.
+Spark stops the reader's process with SIGTERM (pyspark 4.x), which would end it
+before ``stop`` runs; so the first driver-side call turns SIGTERM in that process
+into ``SystemExit``, and pyspark's own ``finally`` then calls ``stop``.
+
+Offsets record each server's instance (:mod:`.stream_offsets`); ids are deleted or
+replayed only on that instance.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import signal
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -41,22 +51,15 @@ from pyspark.sql.streaming.datasource import (
 
 from beanpole.client import Client, NotFoundError
 
+from .instances import instance_of
+from .rows import ROW_SCHEMA
 from .stream_holds import CHUNK, Holds, Key, Slot
-from .stream_offsets import JobMap, Offset
+from .stream_offsets import JobMap, Offset, committed
 from .stream_options import StreamSettings
 
 log = logging.getLogger("beanpole.spark")
 
 _IDS_BODIES = pa.schema([pa.field("id", pa.int64()), pa.field("body", pa.binary())])
-ROW_SCHEMA = pa.schema(
-    [
-        pa.field("server", pa.string()),
-        pa.field("id", pa.int64()),
-        pa.field("tube", pa.string()),
-        pa.field("priority", pa.int64()),
-        pa.field("body", pa.binary()),
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -64,11 +67,12 @@ class StreamPart(InputPartition):
     """The jobs of one server and tube in one micro-batch, as Arrow IPC bytes."""
 
     server: str
+    instance: str
     tube: str
     rows: int
     data: bytes
     with_priority: bool
-    timeout: float
+    timeout: float | None
 
 
 def pack(ids: list[int], bodies: list[bytes]) -> bytes:
@@ -93,6 +97,7 @@ def rows(part: StreamPart) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
         [
             pa.repeat(pa.scalar(part.server, pa.string()), n),
+            pa.repeat(pa.scalar(part.instance, pa.string()), n),
             ids,
             pa.repeat(pa.scalar(part.tube, pa.string()), n),
             priority,
@@ -103,9 +108,16 @@ def rows(part: StreamPart) -> pa.RecordBatch:
 
 
 def _priorities(part: StreamPart, ids: list[int]) -> list[int | None]:
-    """Each job's priority now (pipelined stats-job); None for a job gone meanwhile."""
+    """Each job's priority now (pipelined stats-job); None for a job gone meanwhile,
+    and for every job when the server is no longer the instance that gave them."""
     with Client(part.server, encoding=None, timeout=part.timeout) as client:
+        if instance_of(client) != part.instance:
+            return [None] * len(ids)
         return [None if got is None else got[1] for got in client.stats_job_many(ids)]
+
+
+def _exit_on_term(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _by_key(
@@ -143,8 +155,21 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Batches at or below this are deleted.
         self.settled = -1
         self.redelivered = 0
+        # The counters (redelivered, lost, orphaned) of the last offset settled.
+        self.counted = (0, 0, 0)
         # availableNow: jobs each (server, tube) may still give in this run.
         self.budget: dict[Key, int] | None = None
+        # Whether this process runs the driver side (see _on_driver).
+        self.driver = False
+
+    def _on_driver(self) -> None:
+        """Once, in the process that runs the reader's driver side: make SIGTERM (how
+        Spark stops that process) end it through ``stop``."""
+        if self.driver:
+            return
+        self.driver = True
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _exit_on_term)
 
     def __reduce__(self) -> tuple[type, tuple[StreamSettings]]:
         # Spark pickles the reader to run read() in the tasks, which needs nothing but
@@ -154,6 +179,7 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- Spark's calls -------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
+        self._on_driver()
         self._trace("initialOffset")
         return Offset(0).to_json()
 
@@ -161,6 +187,7 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.settings.max_rows_per_trigger)
 
     def prepareForTriggerAvailableNow(self) -> None:
+        self._on_driver()
         # The jobs ready now are the run's data: no more than that many are read.
         budget: dict[Key, int] = {}
         for key in self.keys:
@@ -173,6 +200,7 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._trace("prepareForTriggerAvailableNow", budget=sum(budget.values()))
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        self._on_driver()
         self._trace("latestOffset", start=start, limit=repr(limit))
         begin = Offset.from_json(start)
         self._settle(begin)
@@ -185,7 +213,8 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.budget is not None:
             room = sum(self.budget[k] for k in keys)
             most = room if most is None else min(most, room)
-        slots, data = self.holds.reserve(keys, most) if keys else ({}, {})
+        since = time.monotonic()
+        slots, data, ttr = self.holds.reserve(keys, most) if keys else ({}, {}, None)
         ids, bodies = _by_key(slots, data)
         if self.budget is not None:
             for key in self.budget:
@@ -194,19 +223,15 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self.budget[key] = max(0, self.budget[key] - got) if got else 0
         if not ids:
             return start
-        end = Offset(
-            begin.batch + 1,
-            ids,
-            redelivered=max(begin.redelivered, self.redelivered),
-            lost=max(begin.lost, self.holds.lost),
-        )
-        self.holds.hold(end.batch, slots)
+        end = self._offset(begin.batch + 1, ids, self.holds.instances_of(slots))
+        self.holds.hold(end.batch, slots, ttr, since)
         self.pending[end.batch] = (end, bodies)
         answer = end.to_json()
         self.answered = (start, answer)
         return answer
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        self._on_driver()
         self._trace("partitions", start=start, end=end)
         begin, finish = Offset.from_json(start), Offset.from_json(end)
         self._settle(begin)
@@ -219,12 +244,20 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ids, bodies = mine[0].jobs, mine[1]
         else:
             ids, bodies = self._replay(finish)
+            # The previous run may have counted more by the time it planned `end`.
+            self.counted = (
+                max(self.counted[0], finish.redelivered),
+                max(self.counted[1], finish.lost),
+                max(self.counted[2], finish.orphaned),
+            )
+        instances = finish.instances
         made: list[StreamPart] = []
         for key in sorted(ids):
             if ids[key]:
                 made.append(
                     StreamPart(
                         server=key[0],
+                        instance=instances[key[0]],
                         tube=key[1],
                         rows=len(ids[key]),
                         data=pack(ids[key], bodies[key]),
@@ -247,29 +280,61 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             yield batch
 
     def commit(self, end: dict[str, Any]) -> None:
+        self._on_driver()
         self._trace("commit", end=end)
         self._settle(Offset.from_json(end))
 
     def stop(self) -> None:
         self._trace("stop")
-        self.holds.close()
-        if self.redelivered or self.holds.lost:
+        try:
+            if self.settings.checkpoint is not None:
+                # The sink may have committed a batch that no later plan settled
+                # (Spark calls commit() only when it plans the next one).
+                done = committed(self.settings.checkpoint, self.settings.servers)
+                if done is not None:
+                    self._trace("stop-settle", end=done.to_json())
+                    self._settle(done)
+            elif self.holds.held:
+                log.warning(
+                    "beanpole: the query stopped holding %d batches; without option "
+                    "checkpointLocation the reader cannot tell whether the sink has the "
+                    "last one, so its jobs go back to ready and are read again",
+                    len(self.holds.held),
+                )
+        finally:
+            self.holds.close()
+        counts = self._counters()
+        if any(counts):
             log.warning(
-                "beanpole: this run redelivered %d jobs and lost %d reservations",
-                self.redelivered,
-                self.holds.lost,
+                "beanpole: this query redelivered %d jobs, lost %d reservations and "
+                "left %d jobs of other server instances alone",
+                *counts,
             )
 
     # -- the work ------------------------------------------------------------------
+
+    def _counters(self) -> tuple[int, int, int]:
+        """The query's running counts: the last settled offset's, plus this run's."""
+        return (
+            self.counted[0] + self.redelivered,
+            self.counted[1] + self.holds.lost,
+            self.counted[2] + self.holds.orphaned,
+        )
+
+    def _offset(self, batch: int, ids: JobMap, instances: dict[str, str]) -> Offset:
+        redelivered, lost, orphaned = self._counters()
+        return Offset(batch, ids, instances, redelivered, lost, orphaned)
 
     def _settle(self, done: Offset) -> None:
         """The sink has every batch up to ``done``: delete the jobs it names."""
         if done.batch <= self.settled:
             return
-        self.redelivered = max(self.redelivered, done.redelivered)
-        self.holds.lost = max(self.holds.lost, done.lost)
+        if self.settled < 0:
+            # The first offset this run sees carries the query's counts so far; this
+            # run's own counts are added to them from here on.
+            self.counted = done.counters()
         if done.count():
-            self.holds.delete(done.batch, done.jobs)
+            self.holds.delete(done.batch, done.jobs, done.instances)
         # Anything held for earlier batches was named by their offsets, deleted when
         # those were settled; nothing older can be pending now.
         self.settled = done.batch
@@ -281,16 +346,23 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for key, wanted in batch.jobs.items():
             for n, i in enumerate(range(0, len(wanted), CHUNK)):
                 asks.append(((key[0], key[1], n), wanted[i : i + CHUNK]))
+        since = time.monotonic()
         results = self.holds.each(
-            [functools.partial(self.holds.reserve_ids, slot, want) for slot, want in asks]
+            [
+                functools.partial(
+                    self.holds.reserve_ids, batch.batch, slot, want, batch.instances.get(slot[0])
+                )
+                for slot, want in asks
+            ]
         )
-        slots = {slot: got for (slot, _), (got, _, _) in zip(asks, results, strict=True)}
-        data = {slot: bodies for (slot, _), (_, bodies, _) in zip(asks, results, strict=True)}
-        gone = sum(missing for _, _, missing in results)
+        slots = {slot: r[0] for (slot, _), r in zip(asks, results, strict=True)}
+        data = {slot: r[1] for (slot, _), r in zip(asks, results, strict=True)}
+        gone = sum(r[2] for r in results)
+        ttrs = [r[3] for r in results if r[3] is not None]
         ids, bodies = _by_key(slots, data)
         found = sum(len(v) for v in ids.values())
         self.redelivered += found
-        self.holds.hold(batch.batch, slots)
+        self.holds.hold(batch.batch, slots, min(ttrs, default=None), since)
         log.warning(
             "beanpole: replaying batch %d from the checkpoint: %d jobs read again, "
             "%d no longer there",
