@@ -254,3 +254,69 @@ def test_a_clean_stop_leaves_nothing_the_sink_committed(
     written = [bytes(r.body) for r in spark.read.parquet(str(out)).collect()]
     assert sorted(written) == sorted(bodies)
     assert counts(address, "s") == {}
+
+
+@pytest.mark.parametrize("with_log", [False, True])
+def test_against_beanstalkd_restarted(
+    pyspark_api: None, tmp_path: Path, with_log: bool
+) -> None:
+    """Debian's beanstalkd draws a new stats id at every start, also with -b (where
+    its ids survive): a restarted reader never deletes or replays the checkpoint's ids
+    there. Without -b every new job is read; with -b the old batch's jobs are read
+    again (counted orphaned), none is deleted unseen."""
+    import shutil
+    import signal
+    import socket
+    import subprocess
+
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    from beanpole.spark.stream_options import StreamSettings
+    from beanpole.spark.stream_reader import BeanpoleStreamReader, rows
+
+    exe = shutil.which("beanstalkd")
+    if exe is None:
+        pytest.skip("beanstalkd is not installed (apt-get install beanstalkd)")
+    lsock = socket.socket()
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(128)
+    address = f"127.0.0.1:{lsock.getsockname()[1]}"
+    flags = ["-b", str(tmp_path / "binlog"), "-f", "0"] if with_log else []
+    (tmp_path / "binlog").mkdir()
+
+    def launch() -> subprocess.Popen[bytes]:
+        # Socket activation: the listening socket outlives each process, so the port
+        # stays the same and clients can connect at once.
+        script = 'exec 3<&0 0</dev/null; LISTEN_PID=$$ LISTEN_FDS=1 exec "$@"'
+        return subprocess.Popen(["sh", "-c", script, "sh", exe, *flags], stdin=lsock.fileno())
+
+    proc = launch()
+    try:
+        fill(address, "k", [b"old-%d" % i for i in range(30)])
+        settings = StreamSettings.from_options({"servers": address, "tube": "k"})
+        first = BeanpoleStreamReader(settings)
+        o1 = first.latestOffset(first.initialOffset(), ReadMaxRows(10))
+        o2 = first.latestOffset(o1, ReadMaxRows(10))
+        first.holds.close()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc = launch()
+        fresh = [b"new-%d" % i for i in range(30)]
+        fill(address, "k", fresh)
+        second = BeanpoleStreamReader(settings)
+        assert sum(p.rows for p in second.partitions(o1, o2)) == 0  # type: ignore[attr-defined]
+        o3 = second.latestOffset(o2, ReadMaxRows(1000))
+        assert o3["orphaned"] == 20
+        parts = second.partitions(o2, o3)
+        bodies = sorted(b for p in parts for b in rows(p).to_pydict()["body"])  # type: ignore[arg-type]
+        old = [b"old-%d" % i for i in range(10, 30)] if with_log else []
+        assert bodies == sorted(fresh + old)
+        assert second.latestOffset(o3, ReadMaxRows(1000)) == o3
+        assert counts(address, "k") == {}
+        second.stop()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        lsock.close()
