@@ -47,7 +47,7 @@ def test_ttr_many_and_touch_many(bclient: Client[bytes]) -> None:
     """Pipelined TTRs and touches: each job's own TTR, None when gone; a touch is True
     only for a job this connection holds (NOT_FOUND otherwise, as `touch`)."""
     ids = [bclient.put(b"t%d" % i, ttr=1 + i % 7) for i in range(700)]
-    assert bclient.ttr_many(ids + [10**9]) == [1 + i % 7 for i in range(700)] + [None]
+    assert bclient.ttr_many([*ids, 10**9]) == [*(1 + i % 7 for i in range(700)), None]
     held = [j.id for j in bclient.reserve_many(300, 0)]
     assert held == ids[:300]
     assert bclient.touch_many(held + ids[300:310]) == [True] * 300 + [False] * 10
