@@ -529,10 +529,16 @@ impl Store {
             + self.tubes.len();
         let (jobs, conns, tubes) = (&self.jobs, &self.conns, &self.tubes);
         self.timers.compact(live, |at, timer| match timer {
-            Timer::Delay(id) | Timer::Ttr(id) => jobs
+            // A job's deadline field outlives the state it was set for (a released
+            // job keeps its last TTR deadline): the entry applies only in that state.
+            Timer::Delay(id) => jobs
                 .slot_of(id)
                 .and_then(|s| jobs.get(s))
-                .is_some_and(|j| j.deadline == at),
+                .is_some_and(|j| j.state == JobState::Delayed && j.deadline == at),
+            Timer::Ttr(id) => jobs
+                .slot_of(id)
+                .and_then(|s| jobs.get(s))
+                .is_some_and(|j| j.state == JobState::Reserved && j.deadline == at),
             Timer::Wait(conn, seq) => conns
                 .get(conn as usize)
                 .and_then(Option::as_ref)

@@ -236,6 +236,27 @@ fn stale_timers_do_not_pile_up_after_deletes() {
 }
 
 #[test]
+fn released_jobs_ttr_timers_are_pruned() {
+    // A released job keeps its last TTR deadline in its record; its timer entry is
+    // stale all the same. Kept by compaction, 1,000 such entries made every later
+    // command rebuild the heap without removing anything (a reserve cost O(n log n)).
+    let mut st = store();
+    let c = conn(&mut st);
+    let ids: Vec<u64> = (0..1000).map(|_| put(&mut st, c, 0, 0, 60, 0)).collect();
+    for &id in &ids {
+        assert_eq!(reserve_now(&mut st, c, 0), id);
+    }
+    for &id in &ids {
+        assert!(st.release(c, id, 0, 0, S));
+    }
+    for &id in &ids[..10] {
+        assert_eq!(reserve_now(&mut st, c, 2 * S), id);
+    }
+    ok(&st);
+    assert!(st.timers.len() <= 2 * 10 + 64, "{} timers", st.timers.len());
+}
+
+#[test]
 fn stale_timers_do_not_pile_up_after_tubes_go() {
     let mut st = store();
     let c = conn(&mut st);
