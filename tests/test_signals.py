@@ -16,6 +16,7 @@ import pytest
 
 from logserver import TIMEOUT, Child, Client
 
+
 def put_until_draining(c: Client) -> list[bytes]:
     """Put until a put is answered DRAINING (at most TIMEOUT seconds): every reply."""
     replies: list[bytes] = []
