@@ -6,10 +6,11 @@ request (a scrape, a dashboard view) runs on the endpoint's worker threads
 Bounds, so that hostile clients cost neither threads nor memory:
 
 * at most ``max_connections`` connections at once. A new one beyond that takes the
-  place of the oldest connection that is slow without doing work (part of a request
-  head sent, an idle keep-alive connection, a reply not taken, or a connection silent
-  for longer than :data:`GRACE`), which is closed and counted as evicted; when every
-  connection is busy or new, the new one is closed at once and counted as refused;
+  place of another, closed and counted as evicted: first the oldest that looks slow
+  on purpose (part of a request head sent, idle after a reply, nothing finished after
+  :data:`GRACE`), else the oldest that has sent nothing yet, else the oldest whose
+  reply is being written. Only when every connection has a request in work is the
+  new one closed at once, and counted as refused;
 * a request's head (and, for ``tls:``, the handshake before it) and body must arrive
   within ``head_timeout`` seconds of the connection or of the previous reply, and a
   head is at most :data:`~beanpole.http_wire.MAX_HEAD` bytes;
@@ -84,13 +85,19 @@ class Conn:
         self.served = 0
         self.events = 0
 
-    def evictable(self, now: float) -> bool:
-        """Slow without doing work: may be closed to let a new connection in."""
+    def eviction_rank(self, now: float) -> int | None:
+        """How readily this connection is closed to let a new one in: 0 when it looks
+        slow on purpose (part of a head, idle after a reply, no head or reply done
+        after :data:`GRACE`), 1 when it is new and has sent nothing yet, 2 when its
+        reply is being written; None when its request is being worked on."""
         if self.state == _WORKING:
-            return False
-        if self.state == _READING and (self.buf or self.served):
-            return True
-        return now - self.since > GRACE
+            return None
+        young = now - self.since <= GRACE
+        if self.state == _WRITING:
+            return 2 if young else 0
+        if self.buf or self.served or not young:
+            return 0
+        return 1
 
 
 #: Called on the loop thread with a complete request; runs it elsewhere.
@@ -222,10 +229,13 @@ class Loop:
             self._on_ready(conn, selectors.EVENT_READ)  # its bytes may be there already
 
     def _evict(self, now: float) -> bool:
-        victims = [c for c in self._conns.values() if c.evictable(now)]
-        if not victims:
+        """Close the connection most readily closed (lowest rank, then oldest), if
+        any is not being worked on."""
+        ranked = [(rank, c.since, c) for c in self._conns.values()
+                  if (rank := c.eviction_rank(now)) is not None]  # fmt: skip
+        if not ranked:
             return False
-        self._close(min(victims, key=lambda c: c.since))
+        self._close(min(ranked, key=lambda r: (r[0], r[1]))[2])
         self.counters.evicted += 1
         return True
 
