@@ -163,9 +163,14 @@ class HttpServer:
     def _work(self, jobs: queue.SimpleQueue[_Job | None]) -> None:
         while (job := jobs.get()) is not None:
             conn, head, body = job
-            reply = self._answer(conn, head, body)
             close = not head.keep_alive
-            data = encode(reply, head_only=head.method == "HEAD", close=close)
+            try:
+                reply = self._answer(conn, head, body)
+                data = encode(reply, head_only=head.method == "HEAD", close=close)
+            except Exception as err:  # every request is answered: none is left in work
+                failed = error_reply(500, str(err) or type(err).__name__)
+                data = encode(failed, head_only=head.method == "HEAD", close=True)
+                close = True
             self._loop.finish(conn, data, close)
 
     def _answer(self, conn: Conn, head: Head, body: bytes) -> Reply:

@@ -22,6 +22,7 @@ The loop thread never waits on a client: every socket is non-blocking.
 from __future__ import annotations
 
 import contextlib
+import logging
 import selectors
 import socket
 import threading
@@ -56,6 +57,7 @@ WRITE_TIMEOUT: Final = 10.0
 _ACCEPT_BATCH: Final = 16
 _READ_SIZE: Final = 65536
 
+_LOG: Final = logging.getLogger("beanpole.http")
 _HANDSHAKE, _READING, _WORKING, _WRITING = "handshake", "reading", "working", "writing"
 
 
@@ -269,6 +271,9 @@ class Loop:
             elif conn.state == _WRITING:
                 self._write(conn)
         except OSError:  # reset by the peer, a failed TLS handshake, ...
+            self._close(conn)
+        except Exception:  # a bug must cost one connection, never the loop
+            _LOG.exception("HTTP endpoint: dropping a connection from %s", conn.client)
             self._close(conn)
 
     def _handshake(self, conn: Conn) -> None:
