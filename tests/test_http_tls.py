@@ -116,3 +116,38 @@ def test_tls_http_without_a_certificate_is_a_usage_error(tmp_path: Path) -> None
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: cannot serve HTTP on tls:"), lines
+
+
+def served_name(address: tuple[str, int], certs: Certs) -> str:
+    """The common name of the certificate the endpoint shows a new connection."""
+    context = client_context(certs)
+    with (
+        socket.create_connection(address, timeout=TIMEOUT) as plain,
+        context.wrap_socket(plain, server_hostname="localhost") as tls,
+    ):
+        cert = tls.getpeercert()
+    assert cert is not None
+    subject = dict(pair[0] for pair in cert["subject"])
+    return str(subject["commonName"])
+
+
+def test_reload_tls_takes_new_certificate_files_for_new_connections(
+    certs: Certs, tmp_path: Path
+) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_bytes(certs.server_cert.read_bytes())
+    key.write_bytes(certs.server_key.read_bytes())
+    srv = beanpole.Server(port=0, http="tls:127.0.0.1:0", tls_cert=str(cert), tls_key=str(key))
+    with srv:
+        assert srv.http_address is not None
+        assert served_name(srv.http_address, certs) == "server"
+        cert.write_bytes(certs.server2_cert.read_bytes())
+        key.write_bytes(certs.server2_key.read_bytes())
+        assert srv.reload_tls() is True
+        assert served_name(srv.http_address, certs) == "server2"
+        key.write_text("broken\n")
+        with pytest.raises(OSError, match="cannot use --tls-cert"):
+            srv.reload_tls()
+        assert served_name(srv.http_address, certs) == "server2"  # kept
+    with beanpole.Server(port=0, http="127.0.0.1:0") as plain_srv:
+        assert plain_srv.reload_tls() is False

@@ -246,7 +246,8 @@ class Config:
     tls_cert: str | None = _setting(
         None,
         flag="--tls-cert",
-        doc="Certificate chain (PEM) of the tls: listeners; re-read on SIGHUP.",
+        doc="Certificate chain (PEM) of the tls: listeners and of --http tls:; re-read "
+        "on SIGHUP.",
     )
     tls_key: str | None = _setting(
         None,
@@ -256,8 +257,8 @@ class Config:
     tls_client_ca: str | None = _setting(
         None,
         flag="--tls-client-ca",
-        doc="CA certificates (PEM): only TLS clients with a certificate they signed "
-        "get in (mutual TLS).",
+        doc="CA certificates (PEM): only TLS clients (of the tls: listeners and of --http "
+        "tls:) with a certificate they signed get in (mutual TLS).",
     )
     max_connections: int = _setting(
         0,

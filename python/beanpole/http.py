@@ -84,6 +84,7 @@ class HttpServer:
 
     Requests whose ``Host`` is not ``localhost``, the address the connection came in
     on, the host of ``address`` or one of ``allowed_hosts`` are answered 421.
+    ``tls_files`` (certificate, key, client CA) are what :meth:`reload_tls` reads.
     """
 
     def __init__(
@@ -97,6 +98,7 @@ class HttpServer:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         head_timeout: float = HEAD_TIMEOUT,
         counters: Counters | None = None,
+        tls_files: tuple[str, str, str | None] | None = None,
     ) -> None:
         tls = is_tls_http(address)
         host, port = parse_http(address)
@@ -110,6 +112,7 @@ class HttpServer:
         self.scheme = "https" if tls else "http"
         self._routes = dict(routes)
         self._app = app
+        self._tls_files = tls_files if tls else None
         self._loop = Loop(
             listener,
             self._dispatch,
@@ -154,6 +157,19 @@ class HttpServer:
         for thread in self._threads:
             thread.join()
         self._listener.close()
+
+    def reload_tls(self) -> bool:
+        """Read the certificate files again for connections accepted from now on;
+        False when the endpoint has none to read. Raises :class:`OSError` when they
+        cannot be used (the context in force is kept)."""
+        if self._tls_files is None:
+            return False
+        try:
+            context = ssl_context_of(*self._tls_files)
+        except ValueError as err:
+            raise OSError(str(err)) from None
+        self._loop.use_ssl_context(context)
+        return True
 
     def _dispatch(self, conn: Conn, head: Head, body: bytes) -> None:
         path = head.target.partition("?")[0]
@@ -302,6 +318,11 @@ def serve_http(server: Server, address: str, app: App | None = None) -> HttpServ
         ssl_context=context,
         max_connections=config.http_max_connections,
         counters=counters,
+        tls_files=(
+            None
+            if context is None or config.tls_cert is None or config.tls_key is None
+            else (config.tls_cert, config.tls_key, config.tls_client_ca)
+        ),
     )
 
 

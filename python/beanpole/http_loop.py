@@ -154,6 +154,11 @@ class Loop:
         self._done.append((conn, data, close))
         self._wake()
 
+    def use_ssl_context(self, context: ssl.SSLContext) -> None:
+        """Serve connections accepted from now on with ``context`` (from any thread:
+        one attribute, read once per accept)."""
+        self._ssl = context
+
     def stop(self) -> None:
         """Make :meth:`run` return (from any thread)."""
         self._stopping = True
@@ -214,16 +219,17 @@ class Loop:
                 sock.close()
                 continue
             client = str(peer[0]) if isinstance(peer, tuple) else str(peer)
-            if self._ssl is not None:
+            context = self._ssl
+            if context is not None:
                 try:
-                    sock = self._ssl.wrap_socket(
+                    sock = context.wrap_socket(
                         sock, server_side=True, do_handshake_on_connect=False
                     )
                 except OSError:
                     sock.close()
                     continue
             conn = Conn(sock, client, local_ip, now)
-            if self._ssl is not None:
+            if context is not None:
                 conn.state = _HANDSHAKE
             self._conns[sock.fileno()] = conn
             self.counters.open = len(self._conns)

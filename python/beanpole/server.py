@@ -193,11 +193,16 @@ class Server:
         """Read the TLS certificate, key and client CA files again.
 
         Connections accepted from now on use the new files; open connections keep the
-        session they have. Returns False when the server has no ``tls:`` listener. Raises
-        :class:`OSError` when a file cannot be read or used; the certificates in force are
-        then kept.
+        session they have. This covers the ``tls:`` listeners and an HTTPS endpoint
+        (``http`` of ``tls:HOST:PORT``). Returns False when the server has neither.
+        Raises :class:`OSError` when a file cannot be read or used; the certificates in
+        force are then kept.
         """
-        return self._running_handle().reload_tls()
+        reloaded = self._running_handle().reload_tls()
+        http = self._http
+        if http is not None and http.reload_tls():
+            reloaded = True
+        return reloaded
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server stops, at most ``timeout`` seconds; True if it stopped."""
@@ -248,7 +253,7 @@ class Server:
             handle = self._handle
             if handle is not None and not stop_requested.is_set():
                 try:
-                    if handle.reload_tls():
+                    if self.reload_tls():
                         _tls_log.info("SIGHUP: TLS certificates re-read")
                     else:
                         _tls_log.info("SIGHUP: no tls: listener, nothing to re-read")
