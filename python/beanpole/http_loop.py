@@ -56,9 +56,12 @@ WRITE_TIMEOUT: Final = 10.0
 #: Connections accepted per turn of the loop, so reads are not starved by a burst.
 _ACCEPT_BATCH: Final = 16
 _READ_SIZE: Final = 65536
+#: Silent connections read before one of them is evicted (each read is one syscall).
+_EVICT_TRIES: Final = 4
 
 _LOG: Final = logging.getLogger("beanpole.http")
 _HANDSHAKE, _READING, _WORKING, _WRITING = "handshake", "reading", "working", "writing"
+_CLOSED: Final = "closed"
 
 
 @dataclass
@@ -175,9 +178,12 @@ class Loop:
         try:
             while not self._stopping:
                 timeout = self._expire(time.monotonic())
+                accept = False
+                # Connections first, then new ones: a request that has come is read
+                # before a burst of new connections can push its connection out.
                 for key, events in self._selector.select(timeout):
                     if key.fileobj is self._listener:
-                        self._accept()
+                        accept = True
                     elif key.fileobj is self._wake_r:
                         self._drain_wake()
                     else:
@@ -185,6 +191,8 @@ class Loop:
                         if conn is not None and conn is key.data:  # not closed meanwhile
                             self._on_ready(conn, events)
                 self._take_replies()
+                if accept:
+                    self._accept()
         finally:
             for conn in list(self._conns.values()):
                 self._close(conn)
@@ -238,14 +246,25 @@ class Loop:
 
     def _evict(self, now: float) -> bool:
         """Close the connection most readily closed (lowest rank, then oldest), if
-        any is not being worked on."""
-        ranked = [(rank, c.since, c) for c in self._conns.values()
-                  if (rank := c.eviction_rank(now)) is not None]  # fmt: skip
-        if not ranked:
-            return False
-        self._close(min(ranked, key=lambda r: (r[0], r[1]))[2])
-        self.counters.evicted += 1
-        return True
+        any is not being worked on. One that has sent nothing yet is read first: its
+        request may have come since the loop last looked, and is then served."""
+        for _ in range(_EVICT_TRIES):
+            ranked = [(rank, c.since, c) for c in self._conns.values()
+                      if (rank := c.eviction_rank(now)) is not None]  # fmt: skip
+            if not ranked:
+                return False
+            rank, _since, victim = min(ranked, key=lambda r: (r[0], r[1]))
+            if rank == 1:
+                state = victim.state
+                self._on_ready(victim, selectors.EVENT_READ)
+                if victim.state == _CLOSED:
+                    return True  # it had gone: there is room
+                if victim.state != state or victim.buf:
+                    continue  # it spoke: look again
+            self._close(victim)
+            self.counters.evicted += 1
+            return True
+        return False  # every one read had just spoken: this once, the new one goes
 
     def _expire(self, now: float) -> float:
         """Close the connections past their deadline; seconds until the next one."""
@@ -395,7 +414,7 @@ class Loop:
             with contextlib.suppress(KeyError, ValueError):
                 self._selector.unregister(conn.sock)
             conn.events = 0
-        conn.state = "closed"
+        conn.state = _CLOSED
         with contextlib.suppress(OSError):
             conn.sock.close()
 
