@@ -8,9 +8,9 @@ Bounds, so that hostile clients cost neither threads nor memory:
 * at most ``max_connections`` connections at once. A new one beyond that takes the
   place of another, closed and counted as evicted: first the oldest that looks slow
   on purpose (part of a request head sent, idle after a reply, nothing finished after
-  :data:`GRACE`), else the oldest that has sent nothing yet, else the oldest whose
-  reply is being written. Only when every connection has a request in work is the
-  new one closed at once, and counted as refused;
+  :data:`GRACE`), else the oldest that has sent nothing yet (read once more first),
+  else the oldest whose reply is being written. Only when every connection has a
+  request in work is the new one closed at once, and counted as refused;
 * a request's head (and, for ``tls:``, the handshake before it) and body must arrive
   within ``head_timeout`` seconds of the connection or of the previous reply, and a
   head is at most :data:`~beanpole.http_wire.MAX_HEAD` bytes;
