@@ -20,20 +20,29 @@ def base_url(address: tuple[str, int]) -> str:
     return f"http://{host}:{port}"
 
 
-def get(base: str, path: str) -> tuple[int, dict[str, str], bytes]:
+def get(
+    base: str, path: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
     """GET ``path``: status, headers (lower-case names) and body, errors included."""
+    request = urllib.request.Request(base + path, headers=headers or {})
     try:
-        with urllib.request.urlopen(base + path, timeout=TIMEOUT) as r:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as r:
             return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
     except urllib.error.HTTPError as err:
         return err.code, {k.lower(): v for k, v in err.headers.items()}, err.read()
 
 
-def get_json(base: str, path: str, status: int = 200) -> Any:
-    code, headers, body = get(base, path)
+def get_json(base: str, path: str, status: int = 200, token: str | None = None) -> Any:
+    """GET ``path`` and decode its JSON, checking the status; ``token`` is sent as a
+    bearer token."""
+    code, headers, body = get(base, path, {} if token is None else bearer(token))
     assert code == status, body
     assert headers["content-type"] == "application/json"
     return json.loads(body)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
 
 
 def post(
@@ -57,8 +66,8 @@ def post(
         return err.code, json.loads(err.read())
 
 
-def token_file(tmp_path: Path, token: str = TOKEN) -> Path:
-    path = tmp_path / "admin-token"
+def token_file(tmp_path: Path, token: str = TOKEN, name: str = "admin-token") -> Path:
+    path = tmp_path / name
     path.write_text(token + "\n")
     path.chmod(0o600)
     return path

@@ -60,6 +60,9 @@ def test_defaults() -> None:
     assert config.hook_queue == 65536
     assert config.log_format == "text"
     assert config.admin_token_file is None  # the dashboard's actions are off
+    assert config.http_read_token_file is None  # and job bodies are hidden
+    assert config.http_allowed_host == ()  # localhost and the addresses served only
+    assert config.http_max_connections == 64
 
 
 def test_fields_are_exactly_the_documented_settings() -> None:
@@ -82,6 +85,9 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "http",
         "metrics_max_tubes",
         "admin_token_file",
+        "http_read_token_file",
+        "http_allowed_host",
+        "http_max_connections",
         "tls_cert",
         "tls_key",
         "tls_client_ca",

@@ -181,7 +181,7 @@ def test_tube_page_shows_the_next_jobs_with_safe_bodies(
         c.put(b"<b>hello</b>\n")
         c.put(b"\x00\x01\xff", delay=500)
         big_id = c.put(big)
-    data = get_json(base, "/api/tubes/work%2Fx")
+    data = get_json(base, "/api/tubes/work%2Fx", token=TOKEN)
     assert data["tube"]["name"] == "work/x" and data["tube"]["current-jobs-buried"] == 1
     ready, delayed, buried = (data["next"][s] for s in ("ready", "delayed", "buried"))
     assert ready["body"] == {
@@ -192,7 +192,7 @@ def test_tube_page_shows_the_next_jobs_with_safe_bodies(
     assert delayed["body"]["encoding"] == "hex" and delayed["body"]["data"] == "0001ff"
     assert delayed["stats"]["delay"] == 500
     assert buried["id"] == job.id and buried["stats"]["buries"] == 1
-    whole = get_json(base, f"/api/jobs/{big_id}")
+    whole = get_json(base, f"/api/jobs/{big_id}", token=TOKEN)
     assert whole["body"]["size"] == 6000 and whole["body"]["truncated"] is True
     assert whole["body"]["encoding"] == "text"
     assert whole["body"]["data"] == "€" * 1365 and whole["body"]["shown"] == 4096
@@ -379,7 +379,7 @@ def test_exporter_serves_the_api_for_beanstalkd_and_acts_through_the_protocol(
             assert (row["current-jobs-ready"], row["current-jobs-buried"]) == (1, 3)
             assert get_json(base, f"/api/tubes?server={targets[1]}&filter=mail")["matched"] == 0
             assert get_json(base, "/api/server?server=nope", status=404)["error"]
-            tube = get_json(base, f"/api/tubes/mail?server={targets[0]}")
+            tube = get_json(base, f"/api/tubes/mail?server={targets[0]}", token=TOKEN)
             assert tube["next"]["buried"]["id"] == ids[0]
             assert tube["next"]["delayed"]["body"]["data"] == "d"
             q = f"?server={targets[0]}"
@@ -394,7 +394,7 @@ def test_exporter_serves_the_api_for_beanstalkd_and_acts_through_the_protocol(
                 200, {"deleted": 1, "state": "buried"},
             )
             assert post(base, f"/api/tubes/mail/pause{q}", {"seconds": 9}, token=TOKEN)[0] == 200
-            job = get_json(base, f"/api/jobs/{ids[2]}{q}")
+            job = get_json(base, f"/api/jobs/{ids[2]}{q}", token=TOKEN)
             assert job["stats"]["kicks"] == 1 and job["body"]["data"] == "m2"
             assert child.stop() == 0
         finally:

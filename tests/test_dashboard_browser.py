@@ -16,6 +16,7 @@ import greenstalk
 import pytest
 
 import beanpole
+from beanpole.dashboard.actions import HIDDEN_NOT_GIVEN
 from dashboard_common import TIMEOUT, TOKEN, base_url, exporter, token_file
 from servers import start
 
@@ -157,11 +158,11 @@ def test_an_action_without_the_token_is_refused_and_with_it_works(
         c.bury(c.reserve(timeout=1))
         c.put("ready one")
         open_page(browser, base_url(srv.http_address) + "/#/tube/mail")
-        wait(browser, lambda d: text_of(d, '#next-jobs article[data-job="1"] pre') == markup)
-        # The body is text in the page, not markup.
-        assert browser.find_elements("css selector", "#injected") == []
-        assert browser.execute_script("return window.pwned") is None
-        assert text_of(browser, "#token-state") == "actions need the token"
+        # Without the token the job is shown, its body is not, and the page says why.
+        hidden = '#next-jobs article[data-job="1"] .hidden-body'
+        wait(browser, lambda d: text_of(d, hidden) == HIDDEN_NOT_GIVEN)
+        assert text_of(browser, '#next-jobs article[data-job="1"] pre') is None
+        assert text_of(browser, "#token-state") == "bodies and actions need the token"
 
         find(browser, "#kick-form button").click()
         wait(browser, lambda d: (text_of(d, "#action-status") or "").startswith("refused (401)"))
@@ -169,13 +170,19 @@ def test_an_action_without_the_token_is_refused_and_with_it_works(
 
         find(browser, "#token").send_keys("wrong")
         find(browser, "#token-use").click()
+        wait(browser, lambda d: "wrong token" in (text_of(d, "#link-state") or ""))
         find(browser, "#kick-form button").click()
         wait(browser, lambda d: "wrong admin token" in (text_of(d, "#action-status") or ""))
         assert srv.tube_stats("mail")["current-jobs-buried"] == 1
+        assert text_of(browser, '#next-jobs article[data-job="1"] pre') is None
 
         find(browser, "#token").clear()
         find(browser, "#token").send_keys(TOKEN)
         find(browser, "#token-use").click()
+        # With the token the body is there, as text in the page, not markup.
+        wait(browser, lambda d: text_of(d, '#next-jobs article[data-job="1"] pre') == markup)
+        assert browser.find_elements("css selector", "#injected") == []
+        assert browser.execute_script("return window.pwned") is None
         find(browser, "#kick-form button").click()
         wait(browser, lambda d: (text_of(d, "#action-status") or "").startswith("done"))
         assert text_of(browser, "#action-status") == 'done: {"kicked":1}'
@@ -194,6 +201,35 @@ def test_an_action_without_the_token_is_refused_and_with_it_works(
         cleared = 'done: {"deleted":2,"state":"ready"}'
         wait(browser, lambda d: text_of(d, "#action-status") == cleared)
         assert srv.tube_stats("mail")["current-jobs-ready"] == 0
+
+
+def test_bodies_are_hidden_without_the_read_token_and_shown_with_it(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A read token only: job bodies need it (the page says so), actions stay off."""
+    read = token_file(tmp_path, "read-only-token-42", "read-token")
+    srv = beanpole.Server(port=0, http="127.0.0.1:0", http_read_token_file=str(read))
+    with srv, greenstalk.Client(address_of(srv), use="jobs") as c:
+        assert srv.http_address is not None
+        job_id = c.put("secret payload")
+        open_page(browser, base_url(srv.http_address) + f"/#/job/{job_id}")
+        card = f'#job-card article[data-job="{job_id}"]'
+        wait(browser, lambda d: text_of(d, card + " .hidden-body") == HIDDEN_NOT_GIVEN)
+        assert text_of(browser, card + " pre") is None
+        assert "secret payload" not in browser.page_source
+        assert text_of(browser, "#token-state") == "bodies need the token"
+        find(browser, "#token").send_keys("read-only-token-42")
+        find(browser, "#token-use").click()
+        wait(browser, lambda d: text_of(d, card + " pre") == "secret payload")
+        assert text_of(browser, card + " .hidden-body") is None
+        assert text_of(browser, "#token-state") == "token set"
+        # The read token does not act.
+        find(browser, card + " .delete-job").click()
+        wait(browser, lambda d: (text_of(d, "#action-status") or "").startswith("refused (403)"))
+        assert srv.stats()["current-jobs-ready"] == 1
+        # Forgotten, the body is hidden again.
+        find(browser, "#token-forget").click()
+        wait(browser, lambda d: text_of(d, card + " .hidden-body") == HIDDEN_NOT_GIVEN)
 
 
 def test_the_page_works_against_stock_beanstalkd_through_the_exporter(

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import beanpole
 from beanpole.config import Config, ConfigError
 from servechild import BeanpoleChild as Child
-from servers import start
+from servers import Running, start
 
 TIMEOUT = 20.0
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -296,6 +296,12 @@ def test_serve_bad_http_is_a_usage_error() -> None:
     assert "--http" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def uptime(server: Running) -> int:
+    """The server's own ``uptime``, read over a connection of its own."""
+    with greenstalk.Client(server.address) as c:
+        return int(c.stats()["uptime"])
+
+
 def test_exporter_serves_beanpole_and_beanstalkd_with_a_server_label(
     children: list[Child],
 ) -> None:
@@ -315,14 +321,17 @@ def test_exporter_serves_beanpole_and_beanstalkd_with_a_server_label(
         children.append(child)
         match = child.wait_line(r"http://127\.0\.0\.1:(\d+)/metrics")
         address = ("127.0.0.1", int(match.group(1)))
+        before = {t: uptime(s) for t, s in targets.items()}
         samples, names = scrape(address)
+        after = {t: uptime(s) for t, s in targets.items()}
         for target in targets:
             assert job(samples, "work", "ready", server=target) == 1
             assert job(samples, "work", "delayed", server=target) == 1
             labels = (("command", "put"), ("server", target))
             assert samples[("beanpole_commands_total", labels)] == 2
             assert samples[("beanpole_up", (("server", target),))] == 1
-            assert samples[("beanpole_uptime_seconds", (("server", target),))] >= 0
+            scraped = samples[("beanpole_uptime_seconds", (("server", target),))]
+            assert before[target] <= scraped <= after[target]
         assert samples[("beanpole_up", (("server", dead),))] == 0
         assert "beanpole_binlog_records_written" in names
         assert get(address, "/healthz")[0] == 200

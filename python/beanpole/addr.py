@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Final, TypeAlias
 
-__all__ = ["DEFAULT_PORT", "Address", "describe", "parse_http", "parse_server"]
+__all__ = ["DEFAULT_PORT", "Address", "describe", "is_tls_http", "parse_http", "parse_server"]
 
 #: beanstalkd's port, for a server address given without one.
 DEFAULT_PORT: Final = 11300
@@ -58,8 +58,9 @@ def parse_server(value: str) -> Address:
 
 
 def parse_http(value: str) -> tuple[str, int]:
-    """An HTTP listening address: ``PORT`` (on 127.0.0.1), ``HOST:PORT`` or ``[V6]:PORT``."""
-    value = value.strip()
+    """An HTTP listening address: ``PORT`` (on 127.0.0.1), ``HOST:PORT`` or ``[V6]:PORT``;
+    ``tls:`` before it (HTTPS, see :func:`is_tls_http`) is skipped here."""
+    value = value.strip().removeprefix("tls:")
     if value.isdigit():
         return "127.0.0.1", _port(value, value)
     host, port = _split(value)
@@ -71,6 +72,11 @@ def parse_http(value: str) -> tuple[str, int]:
         if host != "localhost":
             raise ValueError(f"host must be an IP address or localhost in {value!r}") from None
     return host, _port(port, value)
+
+
+def is_tls_http(value: str) -> bool:
+    """Whether the HTTP address ``value`` is served with TLS (``tls:HOST:PORT``)."""
+    return value.strip().startswith("tls:")
 
 
 def describe(address: Address) -> str:

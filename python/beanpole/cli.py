@@ -59,6 +59,9 @@ _SETTINGS = (
     "http",
     "metrics_max_tubes",
     "admin_token_file",
+    "http_read_token_file",
+    "http_allowed_host",
+    "http_max_connections",
     "tls_cert",
     "tls_key",
     "tls_client_ca",
@@ -129,8 +132,9 @@ Precedence: flag > BEANPOLE_* environment variable > --config file > default.
 The TOML file holds the settings under [beanpole] (or at the top level) with
 the field names: listen, port, unix_mode, max_job_size, user, verbose, threads,
 binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt, hooks, hook_queue,
-log_format, http, metrics_max_tubes, admin_token_file, tls_cert, tls_key,
-tls_client_ca, max_connections, max_memory.
+log_format, http, metrics_max_tubes, admin_token_file, http_read_token_file,
+http_allowed_host, http_max_connections, tls_cert, tls_key, tls_client_ca,
+max_connections, max_memory.
 
 \b
 Write-ahead log: with -b DIR every change to the jobs is logged in DIR and
@@ -145,7 +149,13 @@ certificate files (open connections keep theirs).
 \b
 TLS: -l tls:0.0.0.0:11443 --tls-cert cert.pem --tls-key key.pem serves that
 address with TLS beside the plain ones; --tls-client-ca ca.pem lets in only
-clients with a certificate signed by that CA.
+clients with a certificate signed by that CA. --http tls:127.0.0.1:8443 serves
+the HTTP endpoint over HTTPS with the same certificate (and the same client CA).
+
+\b
+HTTP endpoint: requests must name localhost, the address served, or a host
+given with --http-allowed-host (421 otherwise); job bodies in the dashboard
+need the read token (--http-read-token-file) or the admin token.
 """
 
 
@@ -196,9 +206,18 @@ clients with a certificate signed by that CA.
 )
 @click.option("--hook-queue", type=int, metavar="N", help=_help("hook_queue"))
 @click.option("--log-format", type=click.Choice(LOG_FORMATS), help=_help("log_format"))
-@click.option("--http", metavar="[HOST:]PORT", help=_help("http", "off"))
+@click.option("--http", metavar="[tls:][HOST:]PORT", help=_help("http", "off"))
 @click.option("--metrics-max-tubes", type=int, metavar="N", help=_help("metrics_max_tubes"))
 @click.option("--admin-token-file", metavar="FILE", help=_help("admin_token_file", "none"))
+@click.option(
+    "--http-read-token-file", metavar="FILE", help=_help("http_read_token_file", "none")
+)
+@click.option(
+    "--http-allowed-host", multiple=True, metavar="HOST", help=_help("http_allowed_host", "none")
+)
+@click.option(
+    "--http-max-connections", type=int, metavar="N", help=_help("http_max_connections")
+)
 @click.option("--tls-cert", metavar="FILE", help=_help("tls_cert"))
 @click.option("--tls-key", metavar="FILE", help=_help("tls_key"))
 @click.option("--tls-client-ca", metavar="FILE", help=_help("tls_client_ca"))
@@ -219,8 +238,9 @@ def serve(ctx: click.Context, /, config_file: str | None, **options: Any) -> Non
             )
         # -f turns syncing on, as in beanstalkd, whatever the environment or file say.
         flags["no_fsync"] = False
-    if not flags.get("hooks", True):
-        del flags["hooks"]  # --hooks not given: click's empty tuple is no setting
+    for name in ("hooks", "http_allowed_host"):
+        if not flags.get(name, True):
+            del flags[name]  # not given: click's empty tuple is no setting
     config = _load_config(ctx, config_file, flags)
     logs.setup(config.verbose, config.log_format)
     try:

@@ -11,7 +11,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
@@ -33,6 +33,8 @@ _HOST_ENV: Final = "BEANPOLE_HOST"
 _DEFAULT_HOST: Final = "127.0.0.1:11300"
 _FORMATS: Final = ("table", "json", "yaml", "prometheus")
 _DEFAULT_MAX_TUBES: Final = Config().metrics_max_tubes
+_DEFAULT_HTTP_CONNECTIONS: Final = Config().http_max_connections
+_FILE: Final = click.Path(exists=True, dir_okay=False)
 
 _host_option = click.option(
     "-H",
@@ -181,8 +183,9 @@ def top(host: str, tls: TLSOptions | None, interval: float, once: bool) -> None:
     "--http",
     "http",
     required=True,
-    metavar="[HOST:]PORT",
-    help="Serve /metrics and the dashboard here; loopback when no host is given.",
+    metavar="[tls:][HOST:]PORT",
+    help="Serve /metrics and the dashboard here; loopback when no host is given; "
+    "tls: serves HTTPS with --tls-cert and --tls-key.",
 )
 @click.option(
     "--metrics-max-tubes",
@@ -206,12 +209,48 @@ def top(host: str, tls: TLSOptions | None, interval: float, once: bool) -> None:
     metavar="FILE",
     help=f"{help_text('admin_token_file')}  [env: {env_var('admin_token_file')}]",
 )
+@click.option(
+    "--http-read-token-file",
+    envvar=env_var("http_read_token_file"),
+    metavar="FILE",
+    help=f"{help_text('http_read_token_file')}  [env: {env_var('http_read_token_file')}]",
+)
+@click.option(
+    "--http-allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="HOST",
+    help=help_text("http_allowed_host").replace(" (repeatable; the variable takes a "
+                                               "comma-separated list)", " (repeatable)"),
+)
+@click.option(
+    "--http-max-connections",
+    type=click.IntRange(min=1),
+    default=_DEFAULT_HTTP_CONNECTIONS,
+    show_default=True,
+    metavar="N",
+    help=help_text("http_max_connections"),
+)
+@click.option("--tls-cert", type=_FILE, metavar="FILE", help="Certificate (PEM) of --http tls:.")
+@click.option("--tls-key", type=_FILE, metavar="FILE", help="Key (PEM) of --tls-cert.")
+@click.option(
+    "--tls-client-ca",
+    type=_FILE,
+    metavar="FILE",
+    help="CA certificates (PEM): only HTTPS clients with a certificate they signed get in.",
+)
 def exporter(
     targets: Sequence[str],
     http: str,
     metrics_max_tubes: int,
     timeout: float,
     admin_token_file: str | None,
+    http_read_token_file: str | None,
+    allowed_hosts: tuple[str, ...],
+    http_max_connections: int,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_client_ca: str | None,
 ) -> None:
     """Serve Prometheus metrics and the web dashboard of beanstalkd-protocol servers.
 
@@ -220,9 +259,9 @@ def exporter(
     servers, with a selector when there are several. Runs until SIGTERM or SIGINT.
     """
     from beanpole import logs
-    from beanpole.addr import describe, parse_server
+    from beanpole.addr import describe, is_tls_http, parse_server
     from beanpole.dashboard import Dashboard, RemoteSource, TokenError, load_token
-    from beanpole.http import HttpServer, metrics_route
+    from beanpole.http import Counters, HttpServer, metrics_route, ssl_context_of
 
     try:
         addresses = [parse_server(t) for t in targets]
@@ -235,6 +274,22 @@ def exporter(
         token = None if admin_token_file is None else load_token(admin_token_file)
     except TokenError as err:
         raise click.BadParameter(str(err), param_hint="'--admin-token-file'") from None
+    try:
+        read_token = (
+            None
+            if http_read_token_file is None
+            else load_token(http_read_token_file, "read token")
+        )
+    except TokenError as err:
+        raise click.BadParameter(str(err), param_hint="'--http-read-token-file'") from None
+    context = None
+    if is_tls_http(http):
+        if tls_cert is None or tls_key is None:
+            raise click.UsageError(f"--http {http} needs --tls-cert and --tls-key")
+        try:
+            context = ssl_context_of(tls_cert, tls_key, tls_client_ca)
+        except ValueError as err:
+            raise click.ClickException(str(err)) from None
     logs.setup(0, "text")  # the dashboard's actions are logged
     pool = ThreadPoolExecutor(max_workers=min(8, len(labelled)), thread_name_prefix="scrape")
 
@@ -260,12 +315,22 @@ def exporter(
     def healthz() -> tuple[int, str, bytes]:
         return 200, "text/plain; charset=utf-8", b"ok\n"
 
-    dashboard = Dashboard([RemoteSource(a, label, timeout) for label, a in labelled], token)
+    dashboard = Dashboard(
+        [RemoteSource(a, label, timeout) for label, a in labelled], token, read_token=read_token
+    )
+    counters = Counters()
     try:
         endpoint = HttpServer(
             http,
-            {"/metrics": metrics_route(collect_into, ("server",)), "/healthz": healthz},
+            {
+                "/metrics": metrics_route(collect_into, ("server",), counters),
+                "/healthz": healthz,
+            },
             dashboard,
+            allowed_hosts=[h.strip().lower().rstrip(".") for h in allowed_hosts],
+            ssl_context=context,
+            max_connections=http_max_connections,
+            counters=counters,
         )
     except ValueError as err:
         dashboard.close()
@@ -276,27 +341,35 @@ def exporter(
     host, port = endpoint.address
     shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     names = ", ".join(label for label, _ in labelled)
-    click.echo(f"beanpole exporter: http://{shown}/metrics for {names}", err=True)
-    click.echo(f"beanpole exporter: dashboard on http://{shown}/", err=True)
+    scheme = endpoint.scheme
+    # Handlers first: a stop asked for as soon as the lines are read is a clean stop.
+    stop, restore = _stop_on_signals()
+    click.echo(f"beanpole exporter: {scheme}://{shown}/metrics for {names}", err=True)
+    click.echo(f"beanpole exporter: dashboard on {scheme}://{shown}/", err=True)
     sys.stderr.flush()
-    _wait_for_stop_signal()
+    try:
+        stop.wait()
+    finally:
+        restore()
     endpoint.close()
     dashboard.close()
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _wait_for_stop_signal() -> None:
+def _stop_on_signals() -> tuple[threading.Event, Callable[[], None]]:
+    """An event SIGTERM and SIGINT set from now on, and what puts the old handlers back."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        stop.wait()
-    finally:
+
+    def restore() -> None:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+    return stop, restore
 
 
 def report_http(server: Server) -> None:
@@ -304,11 +377,14 @@ def report_http(server: Server) -> None:
     address = server.http_address
     if address is None:
         return
+    from beanpole.addr import is_tls_http
+
     host, port = address
     shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    scheme = "https" if is_tls_http(server.config.http or "") else "http"
     logger = logging.getLogger("beanpole")
-    logger.info("metrics on http://%s/metrics", shown)
-    logger.info("dashboard on http://%s/", shown)
+    logger.info("metrics on %s://%s/metrics", scheme, shown)
+    logger.info("dashboard on %s://%s/", scheme, shown)
 
 
 def register(group: click.Group) -> None:

@@ -104,6 +104,9 @@ class ConfigChanges(TypedDict, total=False):
     http: str | None
     metrics_max_tubes: int
     admin_token_file: str | None
+    http_read_token_file: str | None
+    http_allowed_host: str | Sequence[str]
+    http_max_connections: int
     tls_cert: str | None
     tls_key: str | None
     tls_client_ca: str | None
@@ -205,8 +208,9 @@ class Config:
     http: str | None = _setting(
         None,
         flag="--http",
-        doc="Serve /metrics (Prometheus), /healthz and /readyz over HTTP on [HOST:]PORT; "
-        "loopback when no host is given.",
+        doc="Serve /metrics (Prometheus), /healthz, /readyz and the dashboard over HTTP on "
+        "[HOST:]PORT (loopback when no host is given), or HTTPS on tls:HOST:PORT with "
+        "--tls-cert and --tls-key.",
     )
     metrics_max_tubes: int = _setting(
         1000,
@@ -218,12 +222,33 @@ class Config:
         None,
         flag="--admin-token-file",
         doc="File holding the token that allows the dashboard's actions (kick, delete, "
-        "pause, clear) on the --http endpoint; without it the actions are refused.",
+        "pause, clear) on the --http endpoint, and the reading of job bodies; without "
+        "it the actions are refused.",
+    )
+    http_read_token_file: str | None = _setting(
+        None,
+        flag="--http-read-token-file",
+        doc="File holding the token that lets the dashboard read job bodies on the --http "
+        "endpoint (the admin token does too); without either, bodies are hidden.",
+    )
+    http_allowed_host: tuple[str, ...] = _setting(
+        (),
+        flag="--http-allowed-host",
+        doc="A host name the --http endpoint answers to besides localhost and its own "
+        "addresses (repeatable; the variable takes a comma-separated list); requests "
+        "for other hosts are answered 421.",
+    )
+    http_max_connections: int = _setting(
+        64,
+        flag="--http-max-connections",
+        doc="Connections the --http endpoint serves at once; beyond it a slow one is "
+        "closed to make room, or the new one is closed at once (both counted).",
     )
     tls_cert: str | None = _setting(
         None,
         flag="--tls-cert",
-        doc="Certificate chain (PEM) of the tls: listeners; re-read on SIGHUP.",
+        doc="Certificate chain (PEM) of the tls: listeners and of --http tls:; re-read "
+        "on SIGHUP.",
     )
     tls_key: str | None = _setting(
         None,
@@ -233,8 +258,8 @@ class Config:
     tls_client_ca: str | None = _setting(
         None,
         flag="--tls-client-ca",
-        doc="CA certificates (PEM): only TLS clients with a certificate they signed "
-        "get in (mutual TLS).",
+        doc="CA certificates (PEM): only TLS clients (of the tls: listeners and of --http "
+        "tls:) with a certificate they signed get in (mutual TLS).",
     )
     max_connections: int = _setting(
         0,
@@ -282,7 +307,15 @@ class Config:
             )
         _check_http(self.http)
         _check_int("metrics_max_tubes", self.metrics_max_tubes, low=0, high=_INT64_MAX)
-        for name in ("admin_token_file", "tls_cert", "tls_key", "tls_client_ca"):
+        object.__setattr__(self, "http_allowed_host", _check_hosts(self.http_allowed_host))
+        _check_int("http_max_connections", self.http_max_connections, low=1, high=1 << 20)
+        for name in (
+            "admin_token_file",
+            "http_read_token_file",
+            "tls_cert",
+            "tls_key",
+            "tls_client_ca",
+        ):
             if isinstance(getattr(self, name), os.PathLike):
                 object.__setattr__(self, name, os.fspath(getattr(self, name)))
             _check_file(name, getattr(self, name))
@@ -435,6 +468,13 @@ def _check_tls(config: Config) -> None:
             f"{tls_listeners[0]} needs a certificate and a key (--tls-cert, --tls-key)",
             field="listen",
         )
+    if config.http is not None and config.http.strip().startswith("tls:") and (
+        config.tls_cert is None
+    ):
+        raise ConfigError(
+            f"{config.http} needs a certificate and a key (--tls-cert, --tls-key)",
+            field="http",
+        )
     if config.tls_client_ca is not None and config.tls_cert is None:
         raise ConfigError("needs --tls-cert and --tls-key as well", field="tls_client_ca")
 
@@ -545,6 +585,24 @@ def _check_hooks(value: object) -> tuple[str, ...]:
         if not sep or not module.strip() or not function.strip():
             raise ConfigError(f"must be MODULE:FUNCTION, got {spec!r}", field="hooks")
     return tuple(value)
+def _check_hosts(value: object) -> tuple[str, ...]:
+    """``http_allowed_host`` as a tuple of lower-case names (one string is one name)."""
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"must be a list of host names, got {value!r}", field="http_allowed_host")
+    names = []
+    for name in value:
+        host = name.strip().lower().rstrip(".")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not host or not host.isascii() or any(c in host for c in " /\\?#@\t\r\n"):
+            raise ConfigError(f"must be a host name or address, got {name!r}",
+                              field="http_allowed_host")
+        names.append(host)
+    return tuple(names)
+
+
 def _check_http(value: object) -> None:
     if value is None:
         return
@@ -638,6 +696,9 @@ _ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "http": _parse_str,
     "metrics_max_tubes": _parse_int,
     "admin_token_file": _parse_str,
+    "http_read_token_file": _parse_str,
+    "http_allowed_host": _parse_list,
+    "http_max_connections": _parse_int,
     "tls_cert": _parse_str,
     "tls_key": _parse_str,
     "tls_client_ca": _parse_str,

@@ -128,6 +128,25 @@ class MetricsBuilder:
         self.up = GaugeMetricFamily(
             "beanpole_up", "1 if the server answered the last scrape.", labels=lab
         )
+        # The HTTP endpoint's own figures: one endpoint, so no server label.
+        self.http_open = GaugeMetricFamily(
+            "beanpole_http_connections", "Open connections to the HTTP endpoint."
+        )
+        self.http_refused = CounterMetricFamily(
+            "beanpole_http_connections_refused",
+            "HTTP connections closed at once: the endpoint held --http-max-connections "
+            "busy or new ones.",
+        )
+        self.http_evicted = CounterMetricFamily(
+            "beanpole_http_connections_evicted",
+            "Slow HTTP connections (a request unfinished, idle, or a reply not taken) "
+            "closed at the connection cap to let a new one in.",
+        )
+        self.http_timeouts = CounterMetricFamily(
+            "beanpole_http_request_timeouts",
+            "HTTP connections closed because a request (or a TLS handshake) did not "
+            "arrive in time, or a reply was not taken in time.",
+        )
 
     def add(
         self,
@@ -171,6 +190,13 @@ class MetricsBuilder:
             self.binlog_errors.add_metric(lv, _num(stats, "log-errors"))
         if hook_events_dropped is not None:
             self.hooks_dropped.add_metric(lv, float(hook_events_dropped))
+
+    def add_http(self, open_now: int, refused: int, evicted: int, timed_out: int) -> None:
+        """The HTTP endpoint's connections: open now, refused, evicted, timed out."""
+        self.http_open.add_metric([], float(open_now))
+        self.http_refused.add_metric([], float(refused))
+        self.http_evicted.add_metric([], float(evicted))
+        self.http_timeouts.add_metric([], float(timed_out))
 
     def add_up(self, up: bool, label_values: Sequence[str] = ()) -> None:
         self.up.add_metric(list(label_values), 1.0 if up else 0.0)

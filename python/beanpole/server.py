@@ -108,8 +108,8 @@ class Server:
                     check_log_dir_for(account, cfg.binlog_dir)
             except PrivilegeError as err:
                 raise ServerError(str(err)) from None
-            # Read before switching user: the token file may be readable by root only.
-            token = _admin_token(cfg)
+            # Read before switching user: the token files may be readable by root only.
+            tokens = _tokens(cfg)
             try:
                 handle = _start_native(cfg, self._listen_fds)
             finally:
@@ -130,7 +130,7 @@ class Server:
             self._address = handle.address
             self._addresses = tuple(handle.addresses)
             self._hooks.attach(handle)
-            self._start_http(handle, token)
+            self._start_http(handle, tokens)
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -193,11 +193,16 @@ class Server:
         """Read the TLS certificate, key and client CA files again.
 
         Connections accepted from now on use the new files; open connections keep the
-        session they have. Returns False when the server has no ``tls:`` listener. Raises
-        :class:`OSError` when a file cannot be read or used; the certificates in force are
-        then kept.
+        session they have. This covers the ``tls:`` listeners and an HTTPS endpoint
+        (``http`` of ``tls:HOST:PORT``). Returns False when the server has neither.
+        Raises :class:`OSError` when a file cannot be read or used; the certificates in
+        force are then kept.
         """
-        return self._running_handle().reload_tls()
+        reloaded = self._running_handle().reload_tls()
+        http = self._http
+        if http is not None and http.reload_tls():
+            reloaded = True
+        return reloaded
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server stops, at most ``timeout`` seconds; True if it stopped."""
@@ -248,7 +253,7 @@ class Server:
             handle = self._handle
             if handle is not None and not stop_requested.is_set():
                 try:
-                    if handle.reload_tls():
+                    if self.reload_tls():
                         _tls_log.info("SIGHUP: TLS certificates re-read")
                     else:
                         _tls_log.info("SIGHUP: no tls: listener, nothing to re-read")
@@ -449,20 +454,25 @@ class Server:
             self._admin = Admin(handle)
         return self._admin
 
-    def _start_http(self, handle: ServerHandle, token: bytes | None) -> None:
+    def _start_http(
+        self, handle: ServerHandle, tokens: tuple[bytes | None, bytes | None]
+    ) -> None:
         if self._config.http is None:
             return
         from beanpole.dashboard import Dashboard, LocalSource
         from beanpole.http import serve_http
 
-        dashboard = Dashboard([LocalSource(self)], token)
+        admin, read = tokens
+        dashboard = Dashboard([LocalSource(self)], admin, read_token=read)
         try:
             self._http = serve_http(self, self._config.http, dashboard)
             self._dashboard = dashboard
-        except OSError as err:
+        except (OSError, ValueError) as err:
             dashboard.close()
             handle.stop()
             self._stopping = True
+            if isinstance(err, ValueError):
+                raise ServerError(f"cannot serve HTTP on {self._config.http}: {err}") from None
             reason = err.strerror or str(err)
             raise OSError(
                 err.errno, f"cannot serve HTTP on {self._config.http}: {reason}"
@@ -535,17 +545,23 @@ def _admin_call(call: Callable[..., _R], *args: object) -> _R:
         raise NotFoundError(*err.args) from None
 
 
-def _admin_token(cfg: Config) -> bytes | None:
-    """The dashboard's admin token, read from ``admin_token_file`` (None without one
-    or without ``http``)."""
-    if cfg.admin_token_file is None or cfg.http is None:
-        return None
+def _tokens(cfg: Config) -> tuple[bytes | None, bytes | None]:
+    """The dashboard's admin and read tokens, read from ``admin_token_file`` and
+    ``http_read_token_file`` (None without the file or without ``http``)."""
+    if cfg.http is None or (cfg.admin_token_file is None and cfg.http_read_token_file is None):
+        return None, None
     from beanpole.dashboard import TokenError, load_token
 
     try:
-        return load_token(cfg.admin_token_file)
+        admin = None if cfg.admin_token_file is None else load_token(cfg.admin_token_file)
+        read = (
+            None
+            if cfg.http_read_token_file is None
+            else load_token(cfg.http_read_token_file, "read token")
+        )
     except TokenError as err:
         raise ServerError(str(err)) from None
+    return admin, read
 
 
 def _start_native(cfg: Config, listen_fds: tuple[int, ...] = ()) -> ServerHandle:

@@ -4,6 +4,7 @@ and cancelling a waiting reserve gives the job back."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -13,6 +14,14 @@ from beanpole.client import Client
 from servers import Running
 
 pytestmark = pytest.mark.timeout(60)
+
+
+async def waiting_becomes(c: AsyncClient, want: int) -> None:
+    """Poll ``current-waiting`` until it is ``want``; fail after 10 s."""
+    deadline = time.monotonic() + 10
+    while (now := (await c.stats())["current-waiting"]) != want:
+        assert time.monotonic() < deadline, f"current-waiting stayed {now}, not {want}"
+        await asyncio.sleep(0.01)
 
 
 def test_async_round_trip(any_server: Running) -> None:
@@ -35,12 +44,16 @@ def test_async_round_trip(any_server: Running) -> None:
             assert "t" in await c.tubes()
             assert (await c.stats_tube("t"))["current-using"] == 1
             ids = await c.put_many(["a", "b"])
+            assert len(ids) == 2 and job_id < ids[0] < ids[1]
             await c.pause_tube("t", 0)
             assert sorted(await c.watching()) == ["default"]
             jobs = await c.reserve_many(10)
             assert sorted(j.body for j in jobs) == ["hello"]
             await c.delete_many(jobs)
-            assert (await c.stats())["current-jobs-ready"] == 0 or ids
+            # "a" and "b" went to tube t, which is not watched: they are still ready.
+            assert (await c.stats_tube("default"))["current-jobs-ready"] == 0
+            assert (await c.stats_tube("t"))["current-jobs-ready"] == 2
+            assert (await c.stats())["current-jobs-ready"] == 2
             with pytest.raises(errors.TimedOutError):
                 await c.reserve(timeout=0)
             with pytest.raises(errors.NotFoundError):
@@ -73,14 +86,17 @@ def test_cancelled_reserve_gives_the_job_back(any_server: Running) -> None:
     async def main() -> None:
         c = AsyncClient(any_server.address)
         await c.stats()
+        watcher = AsyncClient(any_server.address)
         task = asyncio.create_task(c.reserve())
-        await asyncio.sleep(0.05)
+        await waiting_becomes(watcher, 1)  # the reserve reached the server
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         with pytest.raises(errors.ClientConnectionError):
             await c.stats()
         await c.close()
+        await waiting_becomes(watcher, 0)  # the server saw the connection go
+        await watcher.close()
 
     asyncio.run(main())
     with Client(any_server.address) as c:

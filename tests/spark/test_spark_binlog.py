@@ -262,7 +262,9 @@ def test_a_directory_a_live_server_is_writing(spark: Any, tmp_path: Path) -> Non
                 c.delete(job_id)
         thread = threading.Thread(target=writer)
         thread.start()
+        deadline = time.monotonic() + 60
         while len(acked) < 300:
+            assert time.monotonic() < deadline and thread.is_alive(), len(acked)
             time.sleep(0.01)
         before = dict(acked)
         rows = read_jobs(spark, log)

@@ -5,9 +5,12 @@ They are off unless an admin token is configured (``--admin-token-file``). Each 
 POST carrying the token in a header (``Authorization: Bearer TOKEN``, or
 ``X-Beanpole-Token``), compared in constant time; there is no cookie, so a page from
 another origin cannot make a browser send one (the header needs a CORS preflight this
-endpoint never grants). Every action, done or refused, is logged under the
-``beanpole.dashboard`` logger; on an embedded server it goes through the in-process
-admin calls, so the admin hooks see its events.
+endpoint never grants). Reading job bodies takes the same header with the read token
+(``--http-read-token-file``) or the admin token (:meth:`Guard.may_read`).
+
+Every action, done or refused, is logged under the ``beanpole.dashboard`` logger; on
+an embedded server it goes through the in-process admin calls, so the admin hooks see
+its events.
 """
 
 from __future__ import annotations
@@ -22,7 +25,16 @@ from typing import Any, Final
 from beanpole.dashboard.api import ApiError
 from beanpole.dashboard.sources import STATES, Source
 
-__all__ = ["Guard", "TokenError", "describe", "load_token", "log_refusal", "run_action"]
+__all__ = [
+    "HIDDEN_NOT_GIVEN",
+    "HIDDEN_NO_TOKEN",
+    "Guard",
+    "TokenError",
+    "describe",
+    "load_token",
+    "log_refusal",
+    "run_action",
+]
 
 _LOG: Final = logging.getLogger("beanpole").getChild("dashboard")
 _U32_MAX: Final = (1 << 32) - 1
@@ -34,28 +46,61 @@ class TokenError(Exception):
     """The token file cannot be used."""
 
 
-def load_token(path: str | os.PathLike[str]) -> bytes:
+def load_token(path: str | os.PathLike[str], what: str = "admin token") -> bytes:
     """The token in ``path``: its first line, spaces around it removed; the file must
-    exist and hold one."""
+    exist and hold one, of printable ASCII (it travels in an HTTP header)."""
     shown = os.fspath(path)
     try:
         with open(path, "rb") as f:
             raw = f.read(_MAX_TOKEN_FILE + 1)
     except OSError as err:
-        raise TokenError(f"cannot read admin token file {shown}: {err.strerror or err}") from None
+        raise TokenError(f"cannot read {what} file {shown}: {err.strerror or err}") from None
     if len(raw) > _MAX_TOKEN_FILE:
-        raise TokenError(f"admin token file {shown} is larger than {_MAX_TOKEN_FILE} bytes")
+        raise TokenError(f"{what} file {shown} is larger than {_MAX_TOKEN_FILE} bytes")
     token = raw.split(b"\n", 1)[0].strip()
     if not token:
-        raise TokenError(f"admin token file {shown} holds no token")
+        raise TokenError(f"{what} file {shown} holds no token")
+    if any(not 0x20 <= b <= 0x7E for b in token):
+        raise TokenError(
+            f"{what} file {shown}: the token must be printable ASCII "
+            "(it is sent in an HTTP header)"
+        )
     return token
 
 
-class Guard:
-    """Says whether a request may act: never without a token, else only with it."""
+#: Why the API leaves bodies out, for each case (the page shows it).
+HIDDEN_NO_TOKEN: Final = (
+    "job bodies are hidden: this server has no read token or admin token configured "
+    "(--http-read-token-file)"
+)
+HIDDEN_NOT_GIVEN: Final = (
+    "job bodies are hidden: reading them needs the read token or the admin token"
+)
 
-    def __init__(self, token: bytes | None) -> None:
+
+def _given(headers: Mapping[str, str]) -> str | None:
+    """The token a request carries, in ``X-Beanpole-Token`` or as a bearer token."""
+    given = headers.get("x-beanpole-token")
+    if given is None:
+        scheme, _sep, value = headers.get("authorization", "").partition(" ")
+        given = value.strip() if scheme.lower() == "bearer" else None
+    return given or None
+
+
+def _matches(given: str, token: bytes | None) -> bool:
+    if token is None:
+        return False
+    # The header arrives decoded as Latin-1: encoding it back gives its bytes.
+    return hmac.compare_digest(given.encode("latin-1", "replace"), token)
+
+
+class Guard:
+    """Says whether a request may act (only with the admin token) and read job
+    bodies (with the read token or the admin token)."""
+
+    def __init__(self, token: bytes | None, read_token: bytes | None = None) -> None:
         self._token = token
+        self._read = read_token
 
     @property
     def enabled(self) -> bool:
@@ -63,18 +108,29 @@ class Guard:
 
     def check(self, headers: Mapping[str, str]) -> None:
         """Raise :class:`ApiError` (403 when actions are off, 401 for a missing or
-        wrong token) unless the request carries the token."""
+        wrong token) unless the request carries the admin token."""
         if self._token is None:
             raise ApiError(403, "actions are off: the server has no admin token configured")
-        given = headers.get("x-beanpole-token")
+        given = _given(headers)
         if given is None:
-            scheme, _sep, value = headers.get("authorization", "").partition(" ")
-            given = value.strip() if scheme.lower() == "bearer" else None
-        if not given:
             raise ApiError(401, "this action needs the admin token")
-        # The header arrives decoded as Latin-1: encoding it back gives its bytes.
-        if not hmac.compare_digest(given.encode("latin-1", "replace"), self._token):
+        if not _matches(given, self._token):
             raise ApiError(401, "wrong admin token")
+
+    def may_read(self, headers: Mapping[str, str]) -> str | None:
+        """None when the request may read job bodies, else why not. Raises
+        :class:`ApiError` 401 for a token that is neither the read nor the admin one."""
+        given = _given(headers)
+        if given is None:
+            if self._token is None and self._read is None:
+                return HIDDEN_NO_TOKEN
+            return HIDDEN_NOT_GIVEN
+        # Both compared, so the time taken does not tell which one matched.
+        read_ok = _matches(given, self._read)
+        admin_ok = _matches(given, self._token)
+        if not (read_ok or admin_ok):
+            raise ApiError(401, "wrong token: neither the read token nor the admin token")
+        return None
 
 
 def _body(raw: bytes) -> dict[str, Any]:

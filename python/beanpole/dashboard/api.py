@@ -22,6 +22,7 @@ from beanpole.dashboard.ring import FIELDS, HISTORY, Sampler
 from beanpole.dashboard.sources import STATES, Peeked, Source, Stats
 
 __all__ = [
+    "HIDDEN_KEY",
     "MAX_PAGE",
     "RATE_KEY",
     "ApiError",
@@ -206,15 +207,23 @@ def _as_text(data: bytes, *, cut: bool) -> str | None:
     return text
 
 
-def job_view(source: Source, job_id: int) -> dict[str, Any]:
-    """``/api/jobs/{id}``: ``stats-job`` and the body."""
+#: The key that says why bodies are left out (absent when they are shown).
+HIDDEN_KEY: Final = "bodies-hidden"
+
+
+def job_view(source: Source, job_id: int, hidden: str | None = None) -> dict[str, Any]:
+    """``/api/jobs/{id}``: ``stats-job`` and the body; with ``hidden`` (why), the body
+    is None and not even read."""
     stats = source.job(job_id)
+    if hidden is not None:
+        return {"id": job_id, "stats": stats, "body": None, HIDDEN_KEY: hidden}
     return {"id": job_id, "stats": stats, "body": body_view(source.peek_job(job_id))}
 
 
-def tube_page(watched: Watched, name: str) -> dict[str, Any]:
+def tube_page(watched: Watched, name: str, hidden: str | None = None) -> dict[str, Any]:
     """``/api/tubes/{name}``: ``stats-tube``, puts per second, and the next ready,
-    delayed and buried job (stats and body), each None when there is none."""
+    delayed and buried job (stats and body), each None when there is none; with
+    ``hidden`` (why), every body is None."""
     source = watched.source
     stats = source.tube(name)
     nexts: dict[str, Any] = {}
@@ -227,10 +236,14 @@ def tube_page(watched: Watched, name: str) -> dict[str, Any]:
             job_stats: Stats | None = source.job(peeked.id)
         except KeyError:  # gone between the peek and the stats
             job_stats = None
-        nexts[state] = {"id": peeked.id, "stats": job_stats, "body": body_view(peeked)}
-    return {
+        body = None if hidden is not None else body_view(peeked)
+        nexts[state] = {"id": peeked.id, "stats": job_stats, "body": body}
+    page = {
         "server": watched.name,
         "tube": stats,
         RATE_KEY: round(watched.sampler.tube_rate(name), 3),
         "next": nexts,
     }
+    if hidden is not None:
+        page[HIDDEN_KEY] = hidden
+    return page

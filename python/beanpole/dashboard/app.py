@@ -49,14 +49,21 @@ def _static(name: str) -> bytes:
 class Dashboard:
     """Serves the page and the API for ``sources`` (the first is the default; the
     others are picked with ``?server=NAME``). Actions need ``token``; None turns
-    them off. Starts one sampler thread per source; :meth:`close` stops them."""
+    them off. Job bodies need ``read_token`` or ``token``; without either they are
+    hidden. Starts one sampler thread per source; :meth:`close` stops them."""
 
-    def __init__(self, sources: Sequence[Source], token: bytes | None = None) -> None:
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        token: bytes | None = None,
+        *,
+        read_token: bytes | None = None,
+    ) -> None:
         if not sources:
             raise ValueError("a dashboard needs at least one server")
         self._watched = {s.name: Watched(s) for s in sources}
         self._names = [s.name for s in sources]
-        self._guard = Guard(token)
+        self._guard = Guard(token, read_token)
         self._files = {path: (_static(f), ctype) for path, (f, ctype) in _STATIC.items()}
 
     def close(self) -> None:
@@ -112,9 +119,11 @@ class Dashboard:
             case ["tubes"]:
                 return 200, api.tubes_page(watched, query)
             case ["tubes", name]:
-                return 200, api.tube_page(watched, _tube_name(name))
+                hidden = self._guard.may_read(request.headers)
+                return 200, api.tube_page(watched, _tube_name(name), hidden)
             case ["jobs", raw_id]:
-                return 200, api.job_view(watched.source, _job_id(raw_id))
+                hidden = self._guard.may_read(request.headers)
+                return 200, api.job_view(watched.source, _job_id(raw_id), hidden)
         raise ApiError(404, "no such API path")
 
     def _act(self, request: Request, watched: Watched, parts: list[str]) -> Any:

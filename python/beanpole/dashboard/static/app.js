@@ -63,8 +63,16 @@ function query(params) {
   return q.toString();
 }
 
+// The token goes in a header (never a cookie): job bodies need the read token or the
+// admin token, actions the admin token.
+function tokenHeaders() {
+  return state.token ? { "Authorization": "Bearer " + state.token } : {};
+}
+
 async function getJSON(path, params) {
-  const response = await fetch(path + "?" + query(params || {}), { cache: "no-store" });
+  const response = await fetch(path + "?" + query(params || {}), {
+    cache: "no-store", credentials: "omit", headers: tokenHeaders(),
+  });
   const body = await response.json();
   if (!response.ok) {
     const err = new Error(body.error || response.statusText);
@@ -125,9 +133,9 @@ function renderServer(data) {
     select.replaceChildren(...data.servers.map((name) => el("option", name)));
   }
   select.value = data.server;
-  $("token-state").textContent = data.actions
-    ? (state.token ? "token set" : "actions need the token")
-    : "actions are off on this server";
+  $("token-state").textContent = state.token
+    ? "token set"
+    : (data.actions ? "bodies and actions need the token" : "bodies need the token");
 }
 
 // -- charts -------------------------------------------------------------------------
@@ -226,15 +234,20 @@ function renderTubes(data) {
 
 // -- jobs ---------------------------------------------------------------------------
 
-function bodyBlock(body) {
+function bodyBlock(body, hidden) {
   const wrap = el("div", null, "body");
+  if (!body) {
+    // Left out by the server, which says why (no token, or none configured).
+    wrap.append(el("p", hidden || "body not shown", "note hidden-body"));
+    return wrap;
+  }
   let note = body.encoding + ", " + fmtNumber(body.size) + " bytes";
   if (body.truncated) note += " (first " + fmtNumber(body.shown) + " shown)";
   wrap.append(el("div", note, "note"), el("pre", body.data, body.encoding));
   return wrap;
 }
 
-function jobCard(title, job) {
+function jobCard(title, job, hidden) {
   const card = el("article", null, "job");
   const h = el("h3", title + " ");
   if (!job) {
@@ -262,7 +275,7 @@ function jobCard(title, job) {
   del.addEventListener("click", () => act("/api/jobs/" + job.id + "/delete", {}));
   const buttons = el("div", null, "buttons");
   buttons.append(kick, del);
-  card.append(h, facts, bodyBlock(job.body), buttons);
+  card.append(h, facts, bodyBlock(job.body, hidden), buttons);
   return card;
 }
 
@@ -274,9 +287,9 @@ function renderTube(data) {
   pairs.push(["puts-per-second", data["puts-per-second"].toFixed(1)]);
   fillFacts($("tube-stats"), pairs);
   $("next-jobs").replaceChildren(
-    jobCard("next ready", data.next.ready),
-    jobCard("next delayed", data.next.delayed),
-    jobCard("next buried", data.next.buried),
+    jobCard("next ready", data.next.ready, data["bodies-hidden"]),
+    jobCard("next delayed", data.next.delayed, data["bodies-hidden"]),
+    jobCard("next buried", data.next.buried, data["bodies-hidden"]),
   );
 }
 
@@ -289,8 +302,7 @@ function say(text, ok) {
 }
 
 async function act(path, body) {
-  const headers = { "Content-Type": "application/json" };
-  if (state.token) headers["Authorization"] = "Bearer " + state.token;
+  const headers = { "Content-Type": "application/json", ...tokenHeaders() };
   const q = state.server ? "?" + new URLSearchParams({ server: state.server }) : "";
   try {
     const response = await fetch(path + q, {
@@ -357,7 +369,7 @@ async function showJob(id) {
   state.view.loaded = true;
   try {
     const job = await getJSON("/api/jobs/" + id);
-    $("job-card").replaceChildren(jobCard("", job));
+    $("job-card").replaceChildren(jobCard("", job, job["bodies-hidden"]));
   } catch (err) {
     $("job-card").replaceChildren(el("p", "job " + id + ": " + err.message, "note"));
   }
@@ -391,12 +403,14 @@ function wire() {
     e.preventDefault();
     state.token = $("token").value.trim();
     sessionStorage.setItem("beanpole-token", state.token);
+    if (state.view.kind === "job") state.view.loaded = false;
     refresh();
   });
   $("token-forget").addEventListener("click", () => {
     state.token = "";
     $("token").value = "";
     sessionStorage.removeItem("beanpole-token");
+    if (state.view.kind === "job") state.view.loaded = false;
     refresh();
   });
   $("server-select").addEventListener("change", (e) => {
