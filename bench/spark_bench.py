@@ -372,11 +372,13 @@ def touch_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str, 
         host, port = srv.address  # type: ignore[misc]
         address = f"{host}:{port}"
         fill_tube(address, "held", jobs, body_size)
-        holds = Holds(StreamSettings.from_options({"servers": address, "tube": "held"}))
+        # The reader's own touch thread waits an hour: only the timed passes touch.
+        settings = {"servers": address, "tube": "held", "touchInterval": "3600"}
+        holds = Holds(StreamSettings.from_options(settings))
         try:
             since = time.monotonic()
-            slots, _, _ = holds.reserve([(address, "held")], None)
-            holds.hold(1, slots, None, since)  # TTR 60: the thread waits 30 s
+            slots, _ = holds.reserve([(address, "held")], None)
+            holds.hold(1, slots, since)
             held = sum(len(ids) for ids in slots.values())
             if held != jobs:
                 raise RuntimeError(f"touch: {held} jobs held, {jobs} were put")

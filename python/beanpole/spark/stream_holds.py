@@ -17,8 +17,9 @@ Every connection learns, when it opens, the instance of the server it reached (t
 reserved again by id only on the instance they were recorded with; on any other they
 name other jobs, so they are left alone and counted as ``orphaned``.
 
-Each reserved chunk's time-to-run values come with it (pipelined ``stats-job``), and a
-batch is touched (pipelined) before half of its smallest TTR has passed.
+A batch still held half a second after it was reserved (a TTR is at least 1 s) is
+touched then, pipelined, and its jobs' TTRs are read (pipelined ``stats-job``) to set
+its next touch at half the smallest of them; a batch done sooner costs nothing.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ Slot = tuple[str, str, int]
 CHUNK = 1000
 #: Connections working at once.
 THREADS = 4
+#: Seconds from a batch's reserve to its first touch at the latest (the smallest TTR
+#: there is, 1 s, halved), and between touches at the least.
+MIN_TOUCH = 0.5
 T = TypeVar("T")
 
 
@@ -59,8 +63,9 @@ class Holds:
         self.instances: dict[Slot, str] = {}
         # batch -> connection -> ids held reserved for it, not deleted yet.
         self.held: dict[int, dict[Slot, list[int]]] = {}
-        # batch -> (smallest TTR of its jobs in seconds, when it is next due a touch).
-        self.due: dict[int, tuple[int, float]] = {}
+        # batch -> (smallest TTR of its jobs in seconds, None until read; when it is
+        # next due a touch).
+        self.due: dict[int, tuple[int | None, float]] = {}
         # A plain lock: the touch thread reads `held` and `due` while the query's thread
         # changes them; both only copy or swap small dicts under it, never wait on the
         # network.
@@ -133,11 +138,9 @@ class Holds:
 
     def reserve(
         self, keys: list[Key], limit: int | None
-    ) -> tuple[dict[Slot, list[int]], dict[Slot, list[bytes]], int | None]:
+    ) -> tuple[dict[Slot, list[int]], dict[Slot, list[bytes]]]:
         """Reserve up to ``limit`` ready jobs over ``keys`` (None: all that are ready),
-        shared out evenly; the ids and bodies per connection, and the smallest TTR
-        among them (None when none was reserved)."""
-        least: int | None = None
+        shared out evenly; the ids and bodies per connection."""
         ids: dict[Slot, list[int]] = {}
         bodies: dict[Slot, list[bytes]] = {}
         active = list(keys)
@@ -157,9 +160,7 @@ class Holds:
                 break
             got = self.each([self._reserver(slot, n) for slot, n in asks])
             dry: set[Key] = set()
-            for (slot, n), (jobs, ttr) in zip(asks, got, strict=True):
-                if ttr is not None and (least is None or ttr < least):
-                    least = ttr
+            for (slot, n), jobs in zip(asks, got, strict=True):
                 if jobs:
                     ids.setdefault(slot, []).extend(j.id for j in jobs)
                     bodies.setdefault(slot, []).extend(j.body for j in jobs)
@@ -168,27 +169,22 @@ class Holds:
                 if left is not None:
                     left -= len(jobs)
             active = [k for k in active if k not in dry]
-        return ids, bodies, least
+        return ids, bodies
 
-    def _reserver(self, slot: Slot, n: int) -> Callable[[], tuple[list[Job[bytes]], int | None]]:
-        def run() -> tuple[list[Job[bytes]], int | None]:
-            client = self.client(slot)
-            jobs = client.reserve_many(n, 0)
-            return jobs, _least_ttr(client, [j.id for j in jobs])
-
-        return run
+    def _reserver(self, slot: Slot, n: int) -> Callable[[], list[Job[bytes]]]:
+        return lambda: self.client(slot).reserve_many(n, 0)
 
     def reserve_ids(
         self, batch: int, slot: Slot, wanted: list[int], instance: str | None
-    ) -> tuple[list[int], list[bytes], int, int | None]:
+    ) -> tuple[list[int], list[bytes], int]:
         """Reserve the named jobs again (a replayed batch) on the instance they were
-        recorded with: ids and bodies found, how many are gone (deleted, or reserved
-        by someone else past the wait), and their smallest TTR. On another instance
-        (or none recorded) nothing is reserved: the ids are counted orphaned."""
+        recorded with: ids and bodies found, and how many are gone (deleted, or
+        reserved by someone else past the wait). On another instance (or none
+        recorded) nothing is reserved: the ids are counted orphaned."""
         client = self.client(slot)
         if self.instances[slot] != instance:
             self._orphan(batch, slot[0], instance, self.instances[slot], wanted, "replayed")
-            return [], [], 0, None
+            return [], [], 0
         ids: list[int] = []
         bodies: list[bytes] = []
         waiting = list(wanted)
@@ -217,18 +213,15 @@ class Holds:
             waiting = later
             if waiting:
                 time.sleep(0.1)
-        return ids, bodies, gone, _least_ttr(client, ids)
+        return ids, bodies, gone
 
-    def hold(
-        self, batch: int, ids: dict[Slot, list[int]], ttr: int | None, since: float
-    ) -> None:
+    def hold(self, batch: int, ids: dict[Slot, list[int]], since: float) -> None:
         """Keep the batch's jobs, reserved from ``since`` (monotonic time) on, reserved
         (touched) until the batch is deleted."""
         with self.lock:
             self.held[batch] = ids
             if ids:
-                least = ttr or 60
-                self.due[batch] = (least, since + self._half(least))
+                self.due[batch] = (None, since + self._half(None))
         if ids:
             self._start_touching()
             self._changed.set()
@@ -332,10 +325,12 @@ class Holds:
 
     # -- touching -----------------------------------------------------------------
 
-    def _half(self, ttr: int) -> float:
+    def _half(self, ttr: int | None) -> float:
+        """Seconds from a touch to the next: half the TTR (of the least TTR there is
+        while it is not known yet), at least half a second."""
         if self.settings.touch_interval is not None:
             return self.settings.touch_interval
-        return max(0.5, ttr / 2)
+        return max(MIN_TOUCH, (ttr or 1) / 2)
 
     def _start_touching(self) -> None:
         if self._toucher is None:
@@ -359,11 +354,33 @@ class Holds:
             for batch in due:
                 if self._stop.is_set():
                     return
+                touched = time.monotonic()
                 self.touch(batch)
                 with self.lock:
+                    ttr = self.due[batch][0] if batch in self.due else None
+                if ttr is None:
+                    ttr = self.least_ttr(batch)
+                with self.lock:
                     if batch in self.due:
-                        ttr = self.due[batch][0]
-                        self.due[batch] = (ttr, time.monotonic() + self._half(ttr))
+                        self.due[batch] = (ttr, touched + self._half(ttr))
+
+    def least_ttr(self, batch: int) -> int:
+        """The smallest time to run among the jobs held for ``batch`` (pipelined
+        stats-job on the connections holding them); 60 when none is found."""
+        with self.lock:
+            jobs = dict(self.held.get(batch, {}))
+        least: int | None = None
+        for slot, ids in jobs.items():
+            client = self.clients.get(slot)
+            if client is None or not ids:
+                continue
+            try:
+                found = [t for t in client.ttr_many(ids) if t is not None]
+            except (OSError, ConnectionError, ClientError):
+                continue
+            if found and (least is None or min(found) < least):
+                least = min(found)
+        return 60 if least is None else least
 
     def touch(self, batch: int) -> None:
         """Touch every job held for ``batch``, pipelined per connection."""
@@ -385,10 +402,3 @@ class Holds:
         except (OSError, ConnectionError, ClientError):
             return
 
-
-def _least_ttr(client: Client[bytes], ids: list[int]) -> int | None:
-    """The smallest time to run among the jobs (pipelined stats-job)."""
-    if not ids:
-        return None
-    ttrs = [t for t in client.ttr_many(ids) if t is not None]
-    return min(ttrs) if ttrs else None

@@ -214,7 +214,7 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             room = sum(self.budget[k] for k in keys)
             most = room if most is None else min(most, room)
         since = time.monotonic()
-        slots, data, ttr = self.holds.reserve(keys, most) if keys else ({}, {}, None)
+        slots, data = self.holds.reserve(keys, most) if keys else ({}, {})
         ids, bodies = _by_key(slots, data)
         if self.budget is not None:
             for key in self.budget:
@@ -224,7 +224,7 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not ids:
             return start
         end = self._offset(begin.batch + 1, ids, self.holds.instances_of(slots))
-        self.holds.hold(end.batch, slots, ttr, since)
+        self.holds.hold(end.batch, slots, since)
         self.pending[end.batch] = (end, bodies)
         answer = end.to_json()
         self.answered = (start, answer)
@@ -358,11 +358,10 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         slots = {slot: r[0] for (slot, _), r in zip(asks, results, strict=True)}
         data = {slot: r[1] for (slot, _), r in zip(asks, results, strict=True)}
         gone = sum(r[2] for r in results)
-        ttrs = [r[3] for r in results if r[3] is not None]
         ids, bodies = _by_key(slots, data)
         found = sum(len(v) for v in ids.values())
         self.redelivered += found
-        self.holds.hold(batch.batch, slots, min(ttrs, default=None), since)
+        self.holds.hold(batch.batch, slots, since)
         log.warning(
             "beanpole: replaying batch %d from the checkpoint: %d jobs read again, "
             "%d no longer there",
