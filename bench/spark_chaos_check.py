@@ -209,8 +209,9 @@ def _check_rows(h: History, by_seq: Mapping[int, Put], v: Verdict) -> None:
         seq = seq_of(r.body)
         put = by_seq.get(seq) if seq is not None else None
         if put is None:
-            v.unexpected.append(f"batch {r.batch}: row {r.server} id {r.id}: no producer put "
-                                f"body {r.body[:24]!r}")
+            v.unexpected.append(
+                f"batch {r.batch}: row {r.server} id {r.id}: no producer put body {r.body[:24]!r}"
+            )
             continue
         if put.status == "refused":
             v.unexpected.append(f"batch {r.batch}: job {seq}, whose put was refused, was read")

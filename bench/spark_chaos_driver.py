@@ -3,7 +3,8 @@
 It starts a local SparkSession (``local[2]``, UI off, bound to loopback), registers
 beanpole's sources, and then obeys JSON commands, one a line, on its standard input:
 
-    {"cmd": "run", "trigger": "processing" | "available", "cycle": 3, "phase": "main"}
+    {"cmd": "run", "trigger": "processing" | "available", "cycle": 3, "phase": "main",
+     "interval": "2 seconds"}        # the processingTime interval (default --interval)
     {"cmd": "slow", "seconds": 4}     # the sink sleeps this long in every batch
     {"cmd": "stop"}                   # query.stop() once no batch is in the sink
     {"cmd": "exit"}                   # stop the query if one runs; stop Spark; exit 0
@@ -70,6 +71,8 @@ class Driver:
         # Guards in_batch; stop() waits on it until no batch is in the sink.
         self.batch_done = threading.Condition()
         self.in_batch = False
+        self.sunk = -1  # the last batch the sink finished, and the last progress recorded:
+        self.reported = -1  # a stop waits until the last batch is committed (reported)
         self.run_lock = threading.Lock()  # one run at a time; "stop" and SIGTERM race
 
         driver = self
@@ -112,6 +115,7 @@ class Driver:
         finally:
             with self.batch_done:
                 self.in_batch = False
+                self.sunk = batch_id
                 self.batch_done.notify_all()
 
     def record(self, progress: dict[str, Any]) -> None:
@@ -130,10 +134,14 @@ class Driver:
         }
         with open(self.args.progress, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
+        with self.batch_done:
+            if isinstance(entry["batchId"], int):
+                self.reported = max(self.reported, entry["batchId"])
+            self.batch_done.notify_all()
 
     # -- runs -------------------------------------------------------------------------
 
-    def run(self, trigger: str, cycle: int, phase: str) -> None:
+    def run(self, trigger: str, cycle: int, phase: str, interval: str) -> None:
         with self.run_lock:
             if self.query is not None and self.query.isActive:
                 emit("error", message="a query is running already")
@@ -154,7 +162,7 @@ class Driver:
             if trigger == "available":
                 writer = writer.trigger(availableNow=True)
             else:
-                writer = writer.trigger(processingTime=self.args.interval)
+                writer = writer.trigger(processingTime=interval)
             try:
                 self.query = writer.start()
             except Exception as e:  # a start that fails is a failed run
@@ -174,14 +182,18 @@ class Driver:
         emit("ended", status=status, cycle=cycle, phase=phase)
 
     def stop(self) -> None:
-        """query.stop() once the sink has no batch in hand (after the current batch)."""
+        """query.stop() after the current batch: once the sink has no batch in hand and
+        the last one it finished is committed (its progress reported), so that a query
+        whose trigger interval is longer than its batches stops between triggers."""
         with self.run_lock:
             query = self.query
             if query is None or not query.isActive:
                 return
             query._chaos_stopped = True
             with self.batch_done:
-                self.batch_done.wait_for(lambda: not self.in_batch)
+                self.batch_done.wait_for(
+                    lambda: not self.in_batch and self.reported >= self.sunk, timeout=60
+                )
             # Not under the condition: a batch starting meanwhile would block in the sink
             # while stop() waits for it. Spark interrupts such a batch before its commit.
             query.stop()
@@ -207,7 +219,7 @@ def main() -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--progress", required=True)
     p.add_argument("--max-rows", type=int, default=100)
-    p.add_argument("--interval", default="500 milliseconds", help="processingTime trigger")
+    p.add_argument("--interval", default="2 seconds", help="processingTime trigger")
     args = p.parse_args()
     driver = Driver(args)
     signal.signal(
@@ -220,7 +232,8 @@ def main() -> None:
             continue
         cmd = json.loads(line)
         if cmd["cmd"] == "run":
-            driver.run(cmd["trigger"], int(cmd["cycle"]), cmd["phase"])
+            interval = cmd.get("interval") or args.interval
+            driver.run(cmd["trigger"], int(cmd["cycle"]), cmd["phase"], interval)
         elif cmd["cmd"] == "slow":
             driver.slow = float(cmd["seconds"])
         elif cmd["cmd"] == "stop":
