@@ -247,9 +247,10 @@ class Harness:
             driver.send("slow", seconds=self.args.slow)
             rival = Rival(self.servers, TUBE, k, every=0.2)
             driver.batches(self.rng.randint(2, 3), 60, cycle=k, phase="main")
+            # The rival stops first: what the stop itself leaves ready is not its to take.
+            self.taken.extend(rival.stop())
             driver.send("stop")
             self.ended(k, "main", RUN_END)
-            self.taken.extend(rival.stop())
             driver.send("slow", seconds=0)
 
     def settle(self, k: int) -> None:

@@ -124,9 +124,15 @@ class Driver:
         if isinstance(end, str):
             with contextlib.suppress(ValueError):
                 end = json.loads(end)
+        # The query's name says which run it is (the listener may report a moment late).
+        name = str(progress.get("name") or "")
+        cycle, phase = self.cycle, self.phase
+        if name.startswith("chaos_"):
+            _, c, phase = name.split("_", 2)
+            cycle = int(c)
         entry = {
-            "cycle": self.cycle,
-            "phase": self.phase,
+            "cycle": cycle,
+            "phase": phase,
             "batchId": progress.get("batchId"),
             "numInputRows": progress.get("numInputRows"),
             "endOffset": end,
