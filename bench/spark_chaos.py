@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import queue
@@ -365,6 +366,16 @@ class Harness:
             max_rows=self.args.max_rows,
         )  # fmt: skip
 
+    def save(self, history: History) -> None:
+        """The puts and the rival's takes as JSONL in the run's directory (for a look
+        afterwards with --dir); rewritten whole after every cycle."""
+        with open(self.work / "puts.jsonl", "w", encoding="utf-8") as f:
+            for p in history.puts:
+                f.write(json.dumps(dataclasses.asdict(p)) + "\n")
+        with open(self.work / "rival.jsonl", "w", encoding="utf-8") as f:
+            for t in history.taken:
+                f.write(json.dumps({"seq": seq_of(t.body), "cycle": t.cycle}) + "\n")
+
 
 def plan(args: argparse.Namespace) -> list[str]:
     if args.faults:
@@ -465,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
                     h.driver.kill()
                     h.driver = None
             history = h.history()
+            h.save(history)
             h.queues = {sv.name: tube_counts(sv.address, TUBE) for sv in h.servers}
             v = check(history)
             every = v.violations + h.failures

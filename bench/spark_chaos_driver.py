@@ -57,6 +57,7 @@ class Driver:
             SparkSession.builder.master("local[2]")
             .appName("beanpole-spark-chaos")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.bindAddress", "127.0.0.1")
