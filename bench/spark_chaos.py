@@ -389,7 +389,7 @@ def plan(args: argparse.Namespace) -> list[str]:
 
 
 def line(k: int, fault: str, v: Verdict, h: History, seconds: float, new: list[str]) -> str:
-    grew = {}
+    grew: dict[str, int] = {}
     for c in v.counted.values():
         for name, n in c.items():
             grew[name] = grew.get(name, 0) + n
@@ -486,9 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if h.driver is not None:
             h.driver.exit()
-        for s in h.servers:
-            if s.child is not None:
-                s.down("term")
+        for server in h.servers:
+            if server.child is not None:
+                server.down("term")
     s = summary(h.faults, v, history, h.failures)
     s["seed"], s["command"] = args.seed, " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])])
     s["queues_after"] = h.queues

@@ -51,8 +51,9 @@ class Server:
         if self.log is not None:
             args += ["-b", str(self.log), "-f", "0"]
         self.child = ServeChild(*args)
-        _host, port = self.child.addresses()[0]  # type: ignore[misc]
-        self.port = int(port)
+        address = self.child.addresses()[0]
+        assert isinstance(address, tuple)
+        self.port = address[1]
 
     def down(self, how: str) -> None:
         assert self.child is not None
