@@ -9,7 +9,8 @@ beanpole's sources, and then obeys JSON commands, one a line, on its standard in
     {"cmd": "stop"}                   # query.stop() once no batch is in the sink
     {"cmd": "exit"}                   # stop the query if one runs; stop Spark; exit 0
 
-Each run reads ``spark.readStream.format("beanpole")`` from the same checkpoint and
+Each run reads ``spark.readStream.format("beanpole")`` from the same checkpoint (the
+reader is given it too, option ``checkpointLocation``) and
 writes with ``foreachBatch`` in the idempotent pattern: batch N goes to
 ``OUT/batch=N/`` with mode overwrite, so a replayed batch replaces its own earlier rows.
 Columns: batchId, server, id, body, cycle, phase. SIGTERM stops the query the same way
@@ -159,6 +160,9 @@ class Driver:
                 .option("servers", self.args.servers)
                 .option("tube", self.args.tube)
                 .option("maxRowsPerTrigger", str(self.args.max_rows))
+                # The reader reads the commit log at a stop, to delete the last batch
+                # the sink committed (docs/spark.md).
+                .option("checkpointLocation", self.args.checkpoint)
                 .load()
             )
             writer = (

@@ -38,12 +38,6 @@ pytestmark = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 20: the streaming reader deletes by reused ids after a restart without "
-    "a log, leaves its last committed batch after a clean stop, and lets short TTRs run "
-    "out (the fixes remove this mark)",
-)
 def test_chaos_cycles_lose_nothing_and_repeat_only_counted(tmp_path: Path) -> None:
     summary = tmp_path / "summary.json"
     args = [
