@@ -18,8 +18,10 @@ reserved again by id only on the instance they were recorded with; on any other 
 name other jobs, so they are left alone and counted as ``orphaned``.
 
 A batch still held half a second after it was reserved (a TTR is at least 1 s) is
-touched then, pipelined, and its jobs' TTRs are read (pipelined ``stats-job``) to set
-its next touch at half the smallest of them; a batch done sooner costs nothing.
+touched then (pipelined), and again every half second; at its second touch its jobs'
+TTRs are read (pipelined ``stats-job``), and from then on it is touched every half of
+the smallest of them. A batch done within half a second costs nothing, one done within
+a second a touch per job.
 """
 
 from __future__ import annotations
@@ -63,8 +65,8 @@ class Holds:
         self.instances: dict[Slot, str] = {}
         # batch -> connection -> ids held reserved for it, not deleted yet.
         self.held: dict[int, dict[Slot, list[int]]] = {}
-        # batch -> (smallest TTR of its jobs in seconds, None until read; when it is
-        # next due a touch).
+        # batch -> (smallest TTR of its jobs in seconds: None until read, 0 once
+        # touched without it; when it is next due a touch).
         self.due: dict[int, tuple[int | None, float]] = {}
         # A plain lock: the touch thread reads `held` and `due` while the query's thread
         # changes them; both only copy or swap small dicts under it, never wait on the
@@ -359,6 +361,9 @@ class Holds:
                 with self.lock:
                     ttr = self.due[batch][0] if batch in self.due else None
                 if ttr is None:
+                    # First touch: a batch done within a second never pays for its TTRs.
+                    ttr = 0
+                elif ttr == 0:
                     ttr = self.least_ttr(batch)
                 with self.lock:
                     if batch in self.due:
