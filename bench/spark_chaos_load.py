@@ -2,17 +2,19 @@
 the rival worker of the TTR cycles, and the probes of what a server still holds.
 
 Servers are ``python -m beanpole serve`` children on loopback (stderr read for the
-"listening on" line); a server's first start binds port 0 and every restart binds the
-port it got, so the query's ``servers`` option stays valid. Each server counts its
-incarnations: a restart kills the old process (SIGTERM or SIGKILL), waits for it to be
-gone, counts one more, and only then starts the new one. A connection is therefore
-known to belong to incarnation k when the count read before and after connecting is k.
+"listening on" line); a server keeps one port, picked free below the kernel's
+ephemeral range, across its restarts, so the query's ``servers`` option stays valid.
+Each server counts its incarnations: a restart kills the old process (SIGTERM or
+SIGKILL), waits for it to be gone, counts one more, and only then starts the new one.
+A connection is therefore known to belong to incarnation k when the count read before
+and after connecting is k.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+import socket
 import sys
 import threading
 import time
@@ -29,6 +31,23 @@ from spark_chaos_check import Put, Taken, body_for
 from servechild import ServeChild
 
 RECONNECT_FOR = 30.0  # seconds a producer keeps trying to reach a server that is down
+REBIND_FOR = 10.0  # seconds a restart keeps trying to bind its port while it is taken
+
+
+def free_port() -> int:
+    """A free port below the kernel's ephemeral range (32768 and up on Linux), so that
+    no other process's outgoing connection or port-0 bind takes it while the server
+    is down between two incarnations."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port found between 20000 and 32000")
 
 
 class Server:
@@ -37,7 +56,7 @@ class Server:
     def __init__(self, name: str, log: Path | None) -> None:
         self.name = name
         self.log = log  # -b DIR -f 0 when set; None: no log, a restart loses every job
-        self.port = 0
+        self.port = free_port()
         self.incarnation = 0
         self.child: ServeChild | None = None
         self.restarts: list[tuple[int, str, bool]] = []  # (cycle, how, kept its jobs)
@@ -50,8 +69,18 @@ class Server:
         args = ["-l", "127.0.0.1", "-p", str(self.port)]
         if self.log is not None:
             args += ["-b", str(self.log), "-f", "0"]
-        self.child = ServeChild(*args)
-        address = self.child.addresses()[0]
+        deadline = time.monotonic() + REBIND_FOR
+        while True:
+            self.child = ServeChild(*args)
+            try:
+                address = self.child.addresses()[0]
+                break
+            except AssertionError as e:
+                # Another process may hold the port for a moment (a connection to it
+                # closing); anything else is a failure.
+                if "Address already in use" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
         assert isinstance(address, tuple)
         self.port = address[1]
 
