@@ -12,6 +12,7 @@ and after connecting is k.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 import socket
@@ -231,10 +232,25 @@ class Rival:
         return self.taken
 
 
-def still_there(address: str, jobs: Iterable[tuple[int, bytes]]) -> set[bytes]:
-    """The bodies of ``jobs`` (id, body) that the server still holds under that id."""
+def still_there(
+    address: str, jobs: Iterable[tuple[int, bytes]], let_go: float = 30.0
+) -> set[bytes]:
+    """The bodies of ``jobs`` (id, body) that the server still holds under that id,
+    once none of them is reserved any more (waiting up to ``let_go`` seconds):
+    ``query.stop()`` returns before Spark's Python process for the reader has ended,
+    and that process deletes the committed batch on its way out."""
+    jobs = list(jobs)
     found: set[bytes] = set()
     with beanpole.Client(address, encoding=None, timeout=10) as client:
+        deadline = time.monotonic() + let_go
+        while time.monotonic() < deadline:
+            states = []
+            for job_id, _ in jobs:
+                with contextlib.suppress(NotFoundError):
+                    states.append(client.stats_job(job_id)["state"])
+            if "reserved" not in states:
+                break
+            time.sleep(0.05)
         for job_id, body in jobs:
             try:
                 if client.peek(job_id).body == body:
