@@ -50,4 +50,7 @@ cargo test --workspace -q
 python3 -m ruff check python tests bench examples
 python3 -m mypy --strict python/beanpole
 python3 -m mypy.stubtest beanpole._core
+# pytest includes tests/test_wheel.py (marker `wheel`): it builds the release wheel with
+# scripts/wheel.sh unless dist/ holds one newer than every source (a few minutes), then
+# installs it into fresh venvs without cargo or rustc. `-m "not wheel"` leaves it out.
 python3 -m pytest -q -p no:cacheprovider "$@"
