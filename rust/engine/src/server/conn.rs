@@ -15,6 +15,7 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::sync::watch;
 
+use super::caught::Caught;
 pub use super::input::Socket;
 use super::input::{self, Target, Woken, READ_CHUNK};
 use super::out::Out;
@@ -33,6 +34,10 @@ const WAIT_READ_LIMIT: usize = 64 * 1024;
 /// A put body at least this long (CRLF included) is read straight into a buffer of
 /// its exact size, which becomes the job's body without a copy.
 const DIRECT_BODY_MIN: usize = 4096;
+
+/// The command line that panics, with the `fault-injection` feature.
+#[cfg(feature = "fault-injection")]
+pub const FAULT_PANIC: &[u8] = b"fault-injection-panic";
 
 /// What the reader expects next.
 #[derive(Debug, Clone, Copy)]
@@ -139,14 +144,23 @@ pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
         log_wait: None,
         log_acked: shared.log_pipe.as_ref().map(|p| p.subscribe()),
     };
-    let result = conn.run(&mut sock, shared, &signal).await;
-    spare::give(&mut conn.input);
-    match result {
+    // A panic in the connection's work ends this connection only: it is logged and
+    // the connection is closed as any other (its reserved jobs go back at once).
+    match Caught::new(conn.run(&mut sock, shared, &signal)).await {
         // Say goodbye where the transport has a way to (TLS's close_notify).
-        Ok(()) => std::future::poll_fn(|cx| sock.poll_goodbye(cx)).await,
-        Err(e) => shared
+        Ok(Ok(())) => {
+            spare::give(&mut conn.input);
+            std::future::poll_fn(|cx| sock.poll_goodbye(cx)).await;
+        }
+        Ok(Err(e)) => {
+            spare::give(&mut conn.input);
+            shared
+                .events
+                .log(level::INFO, || format!("connection {id}: {e}"));
+        }
+        Err(why) => shared
             .events
-            .log(level::INFO, || format!("connection {id}: {e}")),
+            .log(level::ERROR, || format!("connection {id} panicked: {why}")),
     }
     let settled = {
         let mut store = shared.lock();
@@ -427,6 +441,12 @@ impl Conn {
 
     /// Apply one command line; the reply goes to `self.out`.
     fn command(&mut self, line: &[u8], store: &mut Store, shared: &Shared) -> Flow {
+        // Only in builds with the `fault-injection` feature (the engine's own tests):
+        // a line that makes this connection's task panic with the store locked.
+        #[cfg(feature = "fault-injection")]
+        if line == FAULT_PANIC {
+            panic!("fault injection: a connection task panics with the store locked");
+        }
         let out = &mut self.out;
         let cmd = match parse(line, self.max_job_size) {
             Ok(cmd) => cmd,

@@ -7,6 +7,7 @@
 
 mod admin;
 mod bind;
+mod caught;
 mod clock;
 mod conn;
 mod engine;
@@ -26,6 +27,8 @@ use std::time::Instant;
 use tokio::sync::Notify;
 
 pub use self::admin::{Admin, AdminError, Snapshot};
+#[cfg(feature = "fault-injection")]
+pub use self::conn::FAULT_PANIC;
 pub use self::handle::{Control, Done, ServerConfig, ServerError, ServerHandle};
 pub use self::listener::{BoundAddr, ListenAddr, Listener};
 pub use self::tls::{TlsError, TlsFiles, HANDSHAKE_TIMEOUT};
