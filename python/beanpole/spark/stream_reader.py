@@ -59,6 +59,9 @@ from .stream_options import StreamSettings
 
 log = logging.getLogger("beanpole.spark")
 
+#: Seconds between two looks at the checkpoint's commit log while a batch is held.
+WATCH_COMMITS = 0.02
+
 _IDS_BODIES = pa.schema([pa.field("id", pa.int64()), pa.field("body", pa.binary())])
 
 
@@ -117,6 +120,9 @@ def _priorities(part: StreamPart, ids: list[int]) -> list[int | None]:
 
 
 def _exit_on_term(signum: int, frame: object) -> None:
+    # Once: Spark may signal the process more than once as it stops, and a second
+    # SystemExit raised inside stop() would cut its deletes short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(128 + signum)
 
 
@@ -161,6 +167,11 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.budget: dict[Key, int] | None = None
         # Whether this process runs the driver side (see _on_driver).
         self.driver = False
+        # Spark's calls and the commit-log watcher both settle batches: one at a time.
+        # Reentrant, since a call settles (and the watcher's settle is a call's too).
+        self.lock = threading.RLock()
+        self._watch_stop = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     def _on_driver(self) -> None:
         """Once, in the process that runs the reader's driver side: make SIGTERM (how
@@ -170,6 +181,27 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.driver = True
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _exit_on_term)
+        if self.settings.checkpoint is not None:
+            self._watcher = threading.Thread(
+                target=self._watch_commits, name="beanpole-commits", daemon=True
+            )
+            self._watcher.start()
+
+    def _watch_commits(self) -> None:
+        """Delete each batch as soon as the checkpoint's commit log shows the sink has
+        it, rather than when Spark next plans (which a stop may never come to)."""
+        assert self.settings.checkpoint is not None
+        while not self._watch_stop.wait(WATCH_COMMITS):
+            if not self.holds.held:
+                continue
+            try:
+                done = committed(self.settings.checkpoint, self.settings.servers)
+                if done is not None and done.batch > self.settled:
+                    with self.lock:
+                        self._trace("commit-seen", end=done.to_json())
+                        self._settle(done)
+            except Exception as e:  # the next call of Spark's settles and reports it
+                log.warning("beanpole: deleting a committed batch failed: %s", e)
 
     def __reduce__(self) -> tuple[type, tuple[StreamSettings]]:
         # Spark pickles the reader to run read() in the tasks, which needs nothing but
@@ -187,89 +219,92 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.settings.max_rows_per_trigger)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._on_driver()
-        # The jobs ready now are the run's data: no more than that many are read.
-        budget: dict[Key, int] = {}
-        for key in self.keys:
-            try:
-                stats = self.holds.client((key[0], key[1], 0)).stats_tube(key[1])
-                budget[key] = int(stats.get("current-jobs-ready", 0))
-            except NotFoundError:
-                budget[key] = 0
-        self.budget = budget
-        self._trace("prepareForTriggerAvailableNow", budget=sum(budget.values()))
+        with self.lock:
+            self._on_driver()
+            # The jobs ready now are the run's data: no more than that many are read.
+            budget: dict[Key, int] = {}
+            for key in self.keys:
+                try:
+                    stats = self.holds.client((key[0], key[1], 0)).stats_tube(key[1])
+                    budget[key] = int(stats.get("current-jobs-ready", 0))
+                except NotFoundError:
+                    budget[key] = 0
+            self.budget = budget
+            self._trace("prepareForTriggerAvailableNow", budget=sum(budget.values()))
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        self._on_driver()
-        self._trace("latestOffset", start=start, limit=repr(limit))
-        begin = Offset.from_json(start)
-        self._settle(begin)
-        if self.answered is not None and self.answered[0] == start:
-            return self.answered[1]
-        keys = self.keys
-        if self.budget is not None:
-            keys = [k for k in keys if self.budget.get(k, 0) > 0]
-        most = _limit(limit, self.settings)
-        if self.budget is not None:
-            room = sum(self.budget[k] for k in keys)
-            most = room if most is None else min(most, room)
-        since = time.monotonic()
-        slots, data = self.holds.reserve(keys, most) if keys else ({}, {})
-        ids, bodies = _by_key(slots, data)
-        if self.budget is not None:
-            for key in self.budget:
-                got = len(ids.get(key, ()))
-                # A tube that gave less than its share is dry for this run.
-                self.budget[key] = max(0, self.budget[key] - got) if got else 0
-        if not ids:
-            return start
-        end = self._offset(begin.batch + 1, ids, self.holds.instances_of(slots))
-        self.holds.hold(end.batch, slots, since)
-        self.pending[end.batch] = (end, bodies)
-        answer = end.to_json()
-        self.answered = (start, answer)
-        return answer
+        with self.lock:
+            self._on_driver()
+            self._trace("latestOffset", start=start, limit=repr(limit))
+            begin = Offset.from_json(start)
+            self._settle(begin)
+            if self.answered is not None and self.answered[0] == start:
+                return self.answered[1]
+            keys = self.keys
+            if self.budget is not None:
+                keys = [k for k in keys if self.budget.get(k, 0) > 0]
+            most = _limit(limit, self.settings)
+            if self.budget is not None:
+                room = sum(self.budget[k] for k in keys)
+                most = room if most is None else min(most, room)
+            since = time.monotonic()
+            slots, data = self.holds.reserve(keys, most) if keys else ({}, {})
+            ids, bodies = _by_key(slots, data)
+            if self.budget is not None:
+                for key in self.budget:
+                    got = len(ids.get(key, ()))
+                    # A tube that gave less than its share is dry for this run.
+                    self.budget[key] = max(0, self.budget[key] - got) if got else 0
+            if not ids:
+                return start
+            end = self._offset(begin.batch + 1, ids, self.holds.instances_of(slots))
+            self.holds.hold(end.batch, slots, since)
+            self.pending[end.batch] = (end, bodies)
+            answer = end.to_json()
+            self.answered = (start, answer)
+            return answer
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        self._on_driver()
-        self._trace("partitions", start=start, end=end)
-        begin, finish = Offset.from_json(start), Offset.from_json(end)
-        self._settle(begin)
-        if self.planned is not None and self.planned[0] == end:
-            return self.planned[1]
-        if finish.batch <= begin.batch or not finish.count():
-            return []
-        mine = self.pending.pop(finish.batch, None)
-        if mine is not None and mine[0].to_json()["jobs"] == finish.to_json()["jobs"]:
-            ids, bodies = mine[0].jobs, mine[1]
-        else:
-            ids, bodies = self._replay(finish)
-            # The previous run may have counted more by the time it planned `end`.
-            self.counted = (
-                max(self.counted[0], finish.redelivered),
-                max(self.counted[1], finish.lost),
-                max(self.counted[2], finish.orphaned),
-            )
-        instances = finish.instances
-        made: list[StreamPart] = []
-        for key in sorted(ids):
-            if ids[key]:
-                made.append(
-                    StreamPart(
-                        server=key[0],
-                        instance=instances[key[0]],
-                        tube=key[1],
-                        rows=len(ids[key]),
-                        data=pack(ids[key], bodies[key]),
-                        with_priority=self.settings.with_priority,
-                        timeout=self.settings.timeout,
-                    )
+        with self.lock:
+            self._on_driver()
+            self._trace("partitions", start=start, end=end)
+            begin, finish = Offset.from_json(start), Offset.from_json(end)
+            self._settle(begin)
+            if self.planned is not None and self.planned[0] == end:
+                return self.planned[1]
+            if finish.batch <= begin.batch or not finish.count():
+                return []
+            mine = self.pending.pop(finish.batch, None)
+            if mine is not None and mine[0].to_json()["jobs"] == finish.to_json()["jobs"]:
+                ids, bodies = mine[0].jobs, mine[1]
+            else:
+                ids, bodies = self._replay(finish)
+                # The previous run may have counted more by the time it planned `end`.
+                self.counted = (
+                    max(self.counted[0], finish.redelivered),
+                    max(self.counted[1], finish.lost),
+                    max(self.counted[2], finish.orphaned),
                 )
-        self.pending = {b: p for b, p in self.pending.items() if b > finish.batch}
-        parts: list[InputPartition] = list(made)
-        self.planned = (end, parts)
-        self._trace("planned", parts=len(made), bytes=sum(len(p.data) for p in made))
-        return parts
+            instances = finish.instances
+            made: list[StreamPart] = []
+            for key in sorted(ids):
+                if ids[key]:
+                    made.append(
+                        StreamPart(
+                            server=key[0],
+                            instance=instances[key[0]],
+                            tube=key[1],
+                            rows=len(ids[key]),
+                            data=pack(ids[key], bodies[key]),
+                            with_priority=self.settings.with_priority,
+                            timeout=self.settings.timeout,
+                        )
+                    )
+            self.pending = {b: p for b, p in self.pending.items() if b > finish.batch}
+            parts: list[InputPartition] = list(made)
+            self.planned = (end, parts)
+            self._trace("planned", parts=len(made), bytes=sum(len(p.data) for p in made))
+            return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, StreamPart):
@@ -280,12 +315,16 @@ class BeanpoleStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             yield batch
 
     def commit(self, end: dict[str, Any]) -> None:
-        self._on_driver()
-        self._trace("commit", end=end)
-        self._settle(Offset.from_json(end))
+        with self.lock:
+            self._on_driver()
+            self._trace("commit", end=end)
+            self._settle(Offset.from_json(end))
 
     def stop(self) -> None:
         self._trace("stop")
+        self._watch_stop.set()
+        if self._watcher is not None:
+            self._watcher.join()
         try:
             if self.settings.checkpoint is not None:
                 # The sink may have committed a batch that no later plan settled
