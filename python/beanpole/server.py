@@ -377,7 +377,10 @@ class Server:
         return handle is not None and handle.draining
 
     def stats(self) -> dict[str, _StatValue]:
-        """The values of the ``stats`` command, keyed as on the wire (``current-jobs-ready``)."""
+        """The values of the ``stats`` command, keyed as on the wire (``current-jobs-ready``;
+        ``version`` is the protocol's, ``1.13``), plus figures the wire does not carry:
+        ``beanpole-version`` (beanpole's own), ``connections-refused``, ``job-bytes``, and
+        the log's and TLS's health where they apply."""
         return dict(self._running_handle().stats())
 
     # -- admin calls, metrics and the HTTP endpoint ---------------------------------------
