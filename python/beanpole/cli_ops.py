@@ -7,7 +7,6 @@ unreachable server, a missing tube or job) are one line on stderr and exit statu
 
 from __future__ import annotations
 
-import logging
 import signal
 import sys
 import threading
@@ -25,9 +24,8 @@ from beanpole.statsclient import Stats, StatsClient, StatsError
 if TYPE_CHECKING:
     from beanpole.client_tls import TLSOptions
     from beanpole.metrics import MetricsBuilder
-    from beanpole.server import Server
 
-__all__ = ["exporter", "register", "report_http", "stats", "top"]
+__all__ = ["exporter", "stats", "top"]
 
 _HOST_ENV: Final = "BEANPOLE_HOST"
 _DEFAULT_HOST: Final = "127.0.0.1:11300"
@@ -297,21 +295,3 @@ def _wait_for_stop_signal() -> None:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-
-
-def report_http(server: Server) -> None:
-    """The start line of ``serve --http``: where the metrics are."""
-    address = server.http_address
-    if address is None:
-        return
-    host, port = address
-    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    logger = logging.getLogger("beanpole")
-    logger.info("metrics on http://%s/metrics", shown)
-    logger.info("dashboard on http://%s/", shown)
-
-
-def register(group: click.Group) -> None:
-    """Add the operator's commands to the ``beanpole`` group."""
-    for command in (stats, top, exporter):
-        group.add_command(command)
