@@ -85,10 +85,10 @@ def test_the_click_command_of_serve_loads_none_of_the_heavy_modules() -> None:
 
 
 def test_the_checker_catches_a_heavy_import() -> None:
-    """What the tests above would say if the serve path imported the client commands or
-    the metrics: the stats command talks TLS through ssl, the metrics are
-    prometheus_client's."""
-    assert "ssl" in forbidden_in(modules_after("import beanpole.cli_ops"))
+    """What the tests above would say if the serve path imported the clients' TLS, the
+    stats tables or the metrics: ssl, rich and prometheus_client."""
+    assert "ssl" in forbidden_in(modules_after("import beanpole.client_tls"))
+    assert "rich" in forbidden_in(modules_after("import beanpole.stats"))
     assert "click" in forbidden_in(
         modules_after("import beanpole.cli_serve"), FORBIDDEN_IN_A_START
     )

@@ -11,7 +11,6 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -234,6 +233,8 @@ def exporter(
     except TokenError as err:
         raise click.BadParameter(str(err), param_hint="'--admin-token-file'") from None
     logs.setup(0, "text")  # the dashboard's actions are logged
+    from concurrent.futures import ThreadPoolExecutor
+
     pool = ThreadPoolExecutor(max_workers=min(8, len(labelled)), thread_name_prefix="scrape")
 
     def fetch(address: Any) -> Any:
