@@ -252,6 +252,13 @@ class Run:
         else:
             o.send(step.data)
             if quiet:
+                # This connection's own replies first, when their count is known: on
+                # a loaded machine the oracle can be silent for longer than QUIET
+                # before it answers, and a close of this connection at the next step
+                # would then lose a reply that was only late.
+                own = not outcome.uncertain and in_sync
+                if own and not o.read_until(self.expected[step.conn], PATIENCE):
+                    self.misses.append(index)
                 o.read_quiet(QUIET, PATIENCE)
             elif not o.read_until(self.expected[step.conn], PATIENCE):
                 self.misses.append(index)
