@@ -220,3 +220,5 @@ def test_the_runner_skips_it_and_would_see_it_otherwise(
     sent = diffrun.run_case(make(), version)
     assert sent.skipped == 0
     assert sent.difference is not None
+    # A difference that comes back on every re-run stands (long runs re-check).
+    assert diffrun.differs(diffrun.confirm(sent, version, 2))
