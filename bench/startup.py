@@ -226,8 +226,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     for name, _ in servers:
         print(f"{name:<34} {ms(accepted[name])} {spread(accepted[name]):>16} {ms(answered[name])}")
     base = statistics.median(accepted["beanstalkd"])
+    interpreter = statistics.median(exited["python -c pass"])
     for name, _ in servers[1:]:
-        print(f"  {name} / beanstalkd: {statistics.median(accepted[name]) / base:.1f}x")
+        median = statistics.median(accepted[name])
+        print(
+            f"  {name} / beanstalkd: {median / base:.1f}x; beyond the interpreter's own "
+            f"start (python -c pass): {(median - interpreter) * 1000:.1f} ms"
+        )
     print(f"{'command (exec to exit)':<34} {'median':>8} {'range':>16}")
     for name, _ in exits:
         print(f"{name:<34} {ms(exited[name])} {spread(exited[name]):>16}")
