@@ -165,11 +165,18 @@ class Case:
         return {} if self.max_job_size is None else {"max_job_size": self.max_job_size}
 
 
+#: The most steps of a case with TTR-1 jobs: it must finish well within that second.
+SHORT_TTR_STEPS = 14
+
+
 class Generator:
-    def __init__(self, seed: int, loose_timeouts: bool) -> None:
+    def __init__(self, seed: int, loose_timeouts: bool, steps: int | None = None) -> None:
         """``loose_timeouts``: send reserve-with-timeout arguments that beanstalkd
-        1.12 (strtol) and 1.13 (read_u32) read differently; only for a 1.13 oracle."""
+        1.12 (strtol) and 1.13 (read_u32) read differently; only for a 1.13 oracle.
+        ``steps``: make that many steps (at most ``SHORT_TTR_STEPS`` in a case with
+        TTR-1 jobs) instead of a random number up to 40."""
         self.seed = seed
+        self.want_steps = steps
         self.rng = random.Random(seed)
         self.loose_timeouts = loose_timeouts
         self.max_job_size = self.rng.choice([None, None, None, 0, 10, 10, 300, 300, 300])
@@ -517,7 +524,9 @@ class Generator:
             self.steps.append(Step(conn, PROBE, note="probe"))
 
     def case(self) -> Case:
-        n = self.rng.randint(3, 14) if self.short_ttr else self.rng.randint(5, 40)
+        n = self.rng.randint(3, SHORT_TTR_STEPS) if self.short_ttr else self.rng.randint(5, 40)
+        if self.want_steps is not None:
+            n = min(self.want_steps, SHORT_TTR_STEPS) if self.short_ttr else self.want_steps
         while len(self.steps) < n and self.add_step():
             pass
         self.complete_timeouts()
@@ -553,5 +562,5 @@ def valid(case: Case) -> bool:
     return True
 
 
-def generate(seed: int, loose_timeouts: bool = False) -> Case:
-    return Generator(seed, loose_timeouts).case()
+def generate(seed: int, loose_timeouts: bool = False, steps: int | None = None) -> Case:
+    return Generator(seed, loose_timeouts, steps).case()

@@ -108,8 +108,10 @@ def test_server_and_tubes_show_the_counts_with_the_stats_keys(
     stats = server["stats"]
     assert stats["current-jobs-ready"] == 4 and stats["current-jobs-delayed"] == 1
     assert stats["cmd-put"] == 5 and stats["current-jobs-urgent"] == 1
-    assert isinstance(stats["version"], str) and isinstance(stats["draining"], bool)
-    # The same keys and types as `beanpole stats --format json`.
+    assert stats["version"] == "1.13" and isinstance(stats["draining"], bool)
+    # beanpole's own version beside the protocol's (the page shows both).
+    assert stats.pop("beanpole-version") == beanpole.__version__
+    # Otherwise the same keys and types as `beanpole stats --format json`.
     assert _types(stats) == _types(_cli_json(srv))
     page = get_json(base, "/api/tubes?filter=EMA")
     assert (page["total"], page["matched"]) == (2, 1)

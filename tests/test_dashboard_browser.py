@@ -110,6 +110,9 @@ def test_the_table_shows_counts_and_a_put_shows_up_without_a_reload(browser: Any
             wait(browser, lambda d: text_of(d, cell("emails", "current-jobs-ready")) == "3")
             assert text_of(browser, cell("emails", "current-jobs-delayed")) == "1"
             assert text_of(browser, '#server-stats [data-key="ready"] dd') == "3"
+            # beanpole's own version, beside the protocol's the wire reports.
+            version = text_of(browser, '#server-stats [data-key="version"] dd')
+            assert version == f"{beanpole.__version__} (protocol 1.13)"
             browser.execute_script("window.stillTheSamePage = true")
             c.put("one more")
             # Within 2 s, and the page was not reloaded to get there.

@@ -100,6 +100,8 @@ def test_metrics_names_and_values(served: beanpole.Server) -> None:
     assert samples[("beanpole_draining", ())] == 0
     assert samples[("beanpole_hook_events_dropped_total", ())] == 0
     assert samples[("beanpole_binlog_max_size_bytes", ())] == 10 * 1024 * 1024
+    # beanpole's own version is build info; the wire stats' version is the protocol's.
+    assert samples[("beanpole_build_info", (("version", beanpole.__version__),))] == 1
 
 
 def test_health_and_readiness(served: beanpole.Server) -> None:

@@ -1,20 +1,16 @@
 """beanpole: a beanstalkd-compatible work-queue server with a Rust core.
 
 Run one in-process (``with beanpole.Server(port=0) as srv: ...``) or from the command line
-(``beanpole serve``). Importing this package does not load the native module; that happens
-when a server starts or ``beanpole.__version__`` is read.
-
-The clients (``beanpole.Client``, ``AsyncClient``, ``ShardedClient``, ``Job`` and the
-``ClientError`` family) are loaded on first use as well.
+(``beanpole serve``). Importing this package loads nothing else: every public name
+(``Server``, ``Config``, the clients ``Client``, ``AsyncClient``, ``ShardedClient``,
+``Job``, the ``ClientError`` family ...) is loaded from its module on first use, and the
+native module when a server starts or ``beanpole.__version__`` is read. So a command
+such as ``beanpole serve`` pays only for the modules it uses.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-
-from beanpole.config import Config, ConfigError, ConfigWarning
-from beanpole.hooks import Event, HookError
-from beanpole.server import Server, ServerError
 
 if TYPE_CHECKING:
     from beanpole.async_client import AsyncClient as AsyncClient
@@ -44,12 +40,26 @@ if TYPE_CHECKING:
     from beanpole.client_errors import TLSError as TLSError
     from beanpole.client_errors import UnknownCommandError as UnknownCommandError
     from beanpole.client_errors import UnknownResponseError as UnknownResponseError
+    from beanpole.config import Config as Config
+    from beanpole.config import ConfigError as ConfigError
+    from beanpole.config import ConfigWarning as ConfigWarning
+    from beanpole.hooks import Event as Event
+    from beanpole.hooks import HookError as HookError
+    from beanpole.server import Server as Server
+    from beanpole.server import ServerError as ServerError
     from beanpole.sharded import ShardedClient as ShardedClient
 
     __version__: str
 
 # Names loaded on first use, and the module each lives in.
 _LAZY = {
+    "Config": "beanpole.config",
+    "ConfigError": "beanpole.config",
+    "ConfigWarning": "beanpole.config",
+    "Event": "beanpole.hooks",
+    "HookError": "beanpole.hooks",
+    "Server": "beanpole.server",
+    "ServerError": "beanpole.server",
     "Client": "beanpole.client",
     "Job": "beanpole.client",
     "AsyncClient": "beanpole.async_client",
@@ -134,3 +144,7 @@ def __getattr__(name: str) -> object:
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -132,7 +132,8 @@ class ServerHandle:
         files cannot be read or used."""
 
     def stats(self) -> dict[str, _StatValue]:
-        """The values of the ``stats`` command, keyed as on the wire; with a log also
+        """The values of the ``stats`` command, keyed as on the wire (``version`` is the
+        protocol's, ``1.13``), and ``beanpole-version`` (beanpole's own); with a log also
         ``log-failing`` (writes or fsyncs failing now) and ``log-errors`` (seen so far);
         with TLS also ``tls-failed-handshakes``; always ``connections-refused`` (by
         ``max_connections``) and ``job-bytes`` (what ``max_memory`` bounds)."""
@@ -187,7 +188,8 @@ class Admin:
     def snapshot(
         self, max_tubes: int | None = None
     ) -> tuple[dict[str, _StatValue], list[_TubeRow], _TubeRow | None]:
-        """``stats`` (with ``log-failing``/``log-errors`` when there is a log), every
+        """``stats`` (with ``beanpole-version``, and ``log-failing``/``log-errors`` when
+        there is a log), every
         tube as a tuple in ``stats-tube`` order, and with ``max_tubes`` the tubes left
         out, summed (name ``_other``), or None."""
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from beanpole.client import Client, Job
     from beanpole.client_tls import TLSOptions
 
-__all__ = ["DEFAULT_HOST", "register"]
+__all__ = ["COMMANDS", "DEFAULT_HOST"]
 
 DEFAULT_HOST = "127.0.0.1:11300"
 HOST_ENV = "BEANPOLE_HOST"
@@ -363,9 +363,3 @@ def tail(
 
 
 COMMANDS = (put, peek, kick, kick_job, delete, pause, clear, tail)
-
-
-def register(group: click.Group) -> None:
-    """Add the admin commands to the ``beanpole`` group."""
-    for command in COMMANDS:
-        group.add_command(command)

@@ -7,12 +7,10 @@ unreachable server, a missing tube or job) are one line on stderr and exit statu
 
 from __future__ import annotations
 
-import logging
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -25,9 +23,8 @@ from beanpole.statsclient import Stats, StatsClient, StatsError
 if TYPE_CHECKING:
     from beanpole.client_tls import TLSOptions
     from beanpole.metrics import MetricsBuilder
-    from beanpole.server import Server
 
-__all__ = ["exporter", "register", "report_http", "stats", "top"]
+__all__ = ["exporter", "stats", "top"]
 
 _HOST_ENV: Final = "BEANPOLE_HOST"
 _DEFAULT_HOST: Final = "127.0.0.1:11300"
@@ -291,6 +288,8 @@ def exporter(
         except ValueError as err:
             raise click.ClickException(str(err)) from None
     logs.setup(0, "text")  # the dashboard's actions are logged
+    from concurrent.futures import ThreadPoolExecutor
+
     pool = ThreadPoolExecutor(max_workers=min(8, len(labelled)), thread_name_prefix="scrape")
 
     def fetch(address: Any) -> Any:
@@ -370,24 +369,3 @@ def _stop_on_signals() -> tuple[threading.Event, Callable[[], None]]:
             signal.signal(sig, old)
 
     return stop, restore
-
-
-def report_http(server: Server) -> None:
-    """The start line of ``serve --http``: where the metrics are."""
-    address = server.http_address
-    if address is None:
-        return
-    from beanpole.addr import is_tls_http
-
-    host, port = address
-    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    scheme = "https" if is_tls_http(server.config.http or "") else "http"
-    logger = logging.getLogger("beanpole")
-    logger.info("metrics on %s://%s/metrics", scheme, shown)
-    logger.info("dashboard on %s://%s/", scheme, shown)
-
-
-def register(group: click.Group) -> None:
-    """Add the operator's commands to the ``beanpole`` group."""
-    for command in (stats, top, exporter):
-        group.add_command(command)

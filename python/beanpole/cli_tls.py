@@ -34,10 +34,12 @@ def tls_client_options(fn: F) -> F:
         tls_key: str | None,
         **kwargs: Any,
     ) -> Any:
+        on = tls or any(v is not None for v in (tls_ca, tls_cert, tls_key))
+        if not on:
+            return fn(*args, tls=None, **kwargs)  # plain: no ssl to import
         from beanpole.client_errors import TLSConfigError
         from beanpole.client_tls import tls_options
 
-        on = tls or any(v is not None for v in (tls_ca, tls_cert, tls_key))
         try:
             options = tls_options(on, tls_ca, tls_cert, tls_key)
         except TLSConfigError as err:

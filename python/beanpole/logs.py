@@ -9,7 +9,6 @@ An embedding program configures logging as it likes; ``beanpole serve`` calls
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -53,6 +52,8 @@ class JsonFormatter(logging.Formatter):
         }
         if record.exc_info:
             entry["traceback"] = self.formatException(record.exc_info)
+        import json  # only with --log-format json
+
         return json.dumps(entry, ensure_ascii=False)
 
 

@@ -125,6 +125,12 @@ class MetricsBuilder:
             "Hook events dropped because the hook queue was full.",
             labels=lab,
         )
+        self.build_info = GaugeMetricFamily(
+            "beanpole_build_info",
+            "Always 1; the label names beanpole's version (an embedded server only: the"
+            " wire stats' version is the protocol's).",
+            labels=[*lab, "version"],
+        )
         self.up = GaugeMetricFamily(
             "beanpole_up", "1 if the server answered the last scrape.", labels=lab
         )
@@ -188,6 +194,9 @@ class MetricsBuilder:
         if "log-failing" in stats:
             self.binlog_failing.add_metric(lv, _num(stats, "log-failing"))
             self.binlog_errors.add_metric(lv, _num(stats, "log-errors"))
+        own_version = stats.get("beanpole-version")
+        if isinstance(own_version, str):
+            self.build_info.add_metric([*lv, own_version], 1.0)
         if hook_events_dropped is not None:
             self.hooks_dropped.add_metric(lv, float(hook_events_dropped))
 

@@ -15,7 +15,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -265,18 +264,20 @@ class Server:
                 on_signal(signal.Signals(signum))
 
         previous: dict[signal.Signals, _SignalHandler] = {}
-        # Python's C-level handler writes each signal's number to this socket the moment
+        # Python's C-level handler writes each signal's number to this pipe the moment
         # it arrives; the native wait watches it, so a signal is acted on at once even
-        # though the main thread is blocked in native code.
-        wake_r: socket.socket | None = None
-        wake_w: socket.socket | None = None
+        # though the main thread is blocked in native code. (A pipe, not a socket pair:
+        # the same for poll and read, and no import of the socket module on the way to
+        # the first connection.)
+        wake_r: int | None = None
+        wake_w: int | None = None
         old_wakeup = -1
         try:
             if main:
-                wake_r, wake_w = socket.socketpair()
-                wake_r.setblocking(False)
-                wake_w.setblocking(False)
-                old_wakeup = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
+                wake_r, wake_w = os.pipe()
+                os.set_blocking(wake_r, False)
+                os.set_blocking(wake_w, False)
+                old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
                 for sig in _STOP_SIGNALS:
                     previous[sig] = signal.signal(sig, on_stop_signal)
                 previous[_DRAIN_SIGNAL] = signal.signal(_DRAIN_SIGNAL, on_drain_signal)
@@ -294,7 +295,7 @@ class Server:
                         break
                     continue
                 finished, _ = handle.wait_signal(
-                    wake_r.fileno(),
+                    wake_r,
                     None,
                     stop_signals=[int(s) for s in _STOP_SIGNALS],
                     drain_signals=[int(_DRAIN_SIGNAL)],
@@ -310,9 +311,9 @@ class Server:
                     signal.set_wakeup_fd(old_wakeup)
                 for sig, old in previous.items():
                     signal.signal(sig, signal.SIG_DFL if old is None else old)
-                for sock in (wake_r, wake_w):
-                    if sock is not None:
-                        sock.close()
+                for fd in (wake_r, wake_w):
+                    if fd is not None:
+                        os.close(fd)
 
     def __enter__(self) -> Self:
         if self._handle is None:
@@ -382,7 +383,10 @@ class Server:
         return handle is not None and handle.draining
 
     def stats(self) -> dict[str, _StatValue]:
-        """The values of the ``stats`` command, keyed as on the wire (``current-jobs-ready``)."""
+        """The values of the ``stats`` command, keyed as on the wire (``current-jobs-ready``;
+        ``version`` is the protocol's, ``1.13``), plus figures the wire does not carry:
+        ``beanpole-version`` (beanpole's own), ``connections-refused``, ``job-bytes``, and
+        the log's and TLS's health where they apply."""
         return dict(self._running_handle().stats())
 
     # -- admin calls, metrics and the HTTP endpoint ---------------------------------------

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import re
 import socket
-import ssl
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Final, Self, TypeAlias
+from typing import TYPE_CHECKING, Final, Self, TypeAlias
 
 from beanpole import admin
 from beanpole.addr import Address, describe, parse_server
+
+if TYPE_CHECKING:
+    import ssl  # a context is given by the caller; plain connections never load ssl
 
 __all__ = [
     "WINDOW",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import socket
 from collections.abc import Callable, MutableMapping
 from typing import Final
 
@@ -79,6 +78,8 @@ def notify(state: str, environ: MutableMapping[str, str] | None = None) -> bool:
         address = where
     else:
         return False
+    import socket  # only under systemd: kept off the way to the first connection
+
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
         sock.connect(address)
         sock.sendall(state.encode())

@@ -44,7 +44,7 @@ c1 < OK {len}
 | current-waiting: 0
 | total-connections: 1
 | pid: {pid}
-| version: "{version}"
+| version: "1.13" || 1.12: version: "1.12"
 | rusage-utime: {rusage}
 | rusage-stime: {rusage}
 | uptime: {uptime}

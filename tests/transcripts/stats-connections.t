@@ -50,7 +50,7 @@ c5 < OK {len}
 | current-waiting: 1
 | total-connections: 5
 | pid: {pid}
-| version: "{version}"
+| version: "1.13" || 1.12: version: "1.12"
 | rusage-utime: {rusage}
 | rusage-stime: {rusage}
 | uptime: {uptime}

@@ -18,5 +18,11 @@ pub mod stats;
 pub mod store;
 pub mod wal;
 
-/// This crate's version, reported as `version` in stats.
+/// beanpole's own version: `beanpole --version`, the start line, `/metrics` build info
+/// and `beanpole-version` in the embedded server's stats, never the wire.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The beanstalkd version whose protocol beanpole speaks, reported as `version` in the
+/// wire `stats`: clients gate features on it (Perl's Beanstalk::Client and fivebeans
+/// send `kick-job` only to 1.8 or later), so it names the protocol, not beanpole.
+pub const PROTOCOL_VERSION: &str = "1.13";

@@ -195,6 +195,8 @@ impl PyAdmin {
     ) -> PyResult<Bound<'py, PyTuple>> {
         let snap = py.detach(|| self.inner.snapshot(max_tubes));
         let server = pairs_dict(py, snap.server)?;
+        // Beside the wire's `version` (the protocol's): beanpole's own.
+        server.set_item("beanpole-version", beanpole_engine::VERSION)?;
         if let Some((failing, errors)) = snap.log_health {
             server.set_item("log-failing", failing)?;
             server.set_item("log-errors", errors)?;

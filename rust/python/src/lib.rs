@@ -326,7 +326,9 @@ impl PyServerHandle {
                 StatValue::Time(s, us) => dict.set_item(key, s as f64 + us as f64 / 1e6)?,
             }
         }
-        // Not part of the wire stats (which stay byte-exact): the log's health.
+        // Not part of the wire stats (whose `version` is the protocol's): beanpole's own.
+        dict.set_item("beanpole-version", beanpole_engine::VERSION)?;
+        // Nor is the log's health.
         if let Some(Some((failing, errors))) = self.with(ServerHandle::log_health) {
             dict.set_item("log-failing", failing)?;
             dict.set_item("log-errors", errors)?;

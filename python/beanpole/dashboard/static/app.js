@@ -110,7 +110,10 @@ function renderServer(data) {
   state.actions = data.actions;
   fillFacts($("server-stats"), [
     ["server", data.server],
-    ["version", s.version],
+    // An embedded beanpole adds its own version; the wire's is the protocol's.
+    ["version", s["beanpole-version"]
+      ? s["beanpole-version"] + " (protocol " + s.version + ")"
+      : s.version],
     ["uptime", fmtDuration(s.uptime)],
     ["connections", fmtNumber(s["current-connections"])],
     ["producers", fmtNumber(s["current-producers"])],

@@ -219,7 +219,7 @@ impl Shared {
         let (utime, stime) = stats::process::rusage();
         ProcessInfo {
             pid: std::process::id(),
-            version: crate::VERSION.to_owned(),
+            version: crate::PROTOCOL_VERSION.to_owned(),
             rusage_utime: utime,
             rusage_stime: stime,
             uptime: self.epoch.elapsed().as_secs(),
