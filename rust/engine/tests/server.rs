@@ -1,74 +1,18 @@
 //! The server over real loopback sockets: concurrency, hang-ups, slow clients and
 //! garbage input.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::Duration;
 
-use beanpole_engine::server::{BoundAddr, ServerConfig, ServerHandle};
+mod wire_util;
+
+use beanpole_engine::server::ServerHandle;
+use wire_util::{start_with, Client};
 
 /// A server with two workers (a multi-thread runtime).
 fn start() -> (ServerHandle, SocketAddr) {
     start_with(2)
-}
-
-/// A server with `threads` workers: 1 runs on a current-thread runtime.
-fn start_with(threads: usize) -> (ServerHandle, SocketAddr) {
-    let config = ServerConfig {
-        listen: vec![beanpole_engine::server::ListenAddr::Tcp(
-            ([127, 0, 0, 1], 0).into(),
-        )],
-        threads,
-        ..ServerConfig::default()
-    };
-    let handle = match ServerHandle::start(config) {
-        Ok(h) => h,
-        Err(e) => panic!("server did not start: {e}"),
-    };
-    let addr = match handle.local_addr() {
-        BoundAddr::Tcp(a) => *a,
-        BoundAddr::Unix(_) => panic!("expected TCP"),
-    };
-    (handle, addr)
-}
-
-struct Client {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-impl Client {
-    fn connect(addr: SocketAddr) -> Client {
-        let s = TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        Client {
-            reader: BufReader::new(s.try_clone().expect("clone")),
-            writer: s,
-        }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        self.writer.write_all(bytes).expect("write");
-    }
-
-    fn line(&mut self) -> String {
-        let mut line = String::new();
-        self.reader.read_line(&mut line).expect("read");
-        line
-    }
-
-    fn body(&mut self, len: usize) -> Vec<u8> {
-        let mut buf = vec![0; len + 2];
-        self.reader.read_exact(&mut buf).expect("body");
-        buf.truncate(len);
-        buf
-    }
-
-    fn cmd(&mut self, bytes: &[u8]) -> String {
-        self.send(bytes);
-        self.line()
-    }
 }
 
 #[test]
