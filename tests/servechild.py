@@ -1,10 +1,12 @@
-"""A ``beanpole serve`` child process for the listener and systemd tests: started directly
-or through a launcher (``systemd-socket-activate``), stderr read line by line, and the
-addresses of its "listening on" line parsed; plus a small blocking client that speaks
-TCP or a Unix socket."""
+"""A ``beanpole serve`` child process for the tests that look at a server from the
+outside (listeners, systemd, limits, privileges, logs): started directly or through a
+launcher (``systemd-socket-activate``), stderr read line by line, the addresses of its
+"listening on" line parsed, its memory, CPU time and open-file limits read from
+/proc; plus a small blocking client that speaks TCP or a Unix socket."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -13,7 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +139,9 @@ class BeanpoleChild:
 class ServeChild(BeanpoleChild):
     """``[*prefix] python -m beanpole serve ARGS`` (the options as BeanpoleChild's)."""
 
+    #: The TCP address it listens on, once :func:`serving` has read it.
+    address: tuple[str, int] = ("", 0)
+
     def __init__(self, *args: str, **options: Any) -> None:
         super().__init__("serve", *args, **options)
 
@@ -145,6 +150,43 @@ class ServeChild(BeanpoleChild):
         match = self.wait_line(LISTENING)
         assert match.group(1) == beanpole.__version__
         return [parse_address(part) for part in match.group(2).split(", ")]
+
+    def rss(self) -> int:
+        """Resident memory in bytes."""
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+        assert match, status
+        return int(match.group(1)) * 1024
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time used so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    def open_files_limit(self) -> tuple[int, int]:
+        """(soft, hard) limit on open files, as the kernel shows it."""
+        for line in Path(f"/proc/{self.proc.pid}/limits").read_text().splitlines():
+            if line.startswith("Max open files"):
+                soft, hard = line.split()[3:5]
+                return int(soft), int(hard)
+        raise AssertionError("no open files limit shown")
+
+    def connect(self) -> socket.socket:
+        return socket.create_connection(self.address, timeout=TIMEOUT)
+
+
+@contextlib.contextmanager
+def serving(*args: str, preexec: Callable[[], None] | None = None) -> Iterator[ServeChild]:
+    """Run ``beanpole serve -p 0 ARGS`` until the block ends (then kill it)."""
+    child = ServeChild("-p", "0", *args, preexec=preexec)
+    try:
+        address = child.addresses()[0]
+        assert isinstance(address, tuple), address
+        child.address = address
+        yield child
+    finally:
+        child.kill()
 
 
 def connect(address: Address) -> socket.socket:

@@ -18,7 +18,7 @@ import pytest
 
 import beanpole
 from client_common import wait_until
-from serve_child import Child, reply, serving
+from servechild import ServeChild, command, serving
 
 MiB = 1 << 20
 JOB_OVERHEAD = 128  # rust/engine/src/store/job.rs
@@ -28,7 +28,7 @@ def test_max_connections_closes_the_extra_ones_and_counts_them() -> None:
     with beanpole.Server(port=0, max_connections=3) as srv:
         conns = [socket.create_connection(srv.address, timeout=5) for _ in range(3)]
         for c in conns:
-            assert reply(c, b"list-tube-used\r\n") == b"USING default\r\n"
+            assert command(c, b"list-tube-used\r\n") == b"USING default\r\n"
         extra = socket.create_connection(srv.address, timeout=5)
         # Closed at once, before reading anything.
         try:
@@ -39,7 +39,7 @@ def test_max_connections_closes_the_extra_ones_and_counts_them() -> None:
         extra.close()
         assert srv.stats()["connections-refused"] == 1
         # The connections that got in are served as before.
-        assert reply(conns[0], b"put 0 0 60 1\r\nx\r\n") == b"INSERTED 1\r\n"
+        assert command(conns[0], b"put 0 0 60 1\r\nx\r\n") == b"INSERTED 1\r\n"
         # Once one leaves, a new one gets in.
         conns.pop().close()
         wait_until(lambda: srv.stats()["current-connections"] == 2, "the close")
@@ -47,7 +47,7 @@ def test_max_connections_closes_the_extra_ones_and_counts_them() -> None:
         while True:
             late = socket.create_connection(srv.address, timeout=5)
             try:
-                answer = reply(late, b"list-tube-used\r\n")
+                answer = command(late, b"list-tube-used\r\n")
                 break
             except (AssertionError, ConnectionResetError):
                 # The task of the closed connection had not quite ended yet.
@@ -62,10 +62,10 @@ def test_max_connections_closes_the_extra_ones_and_counts_them() -> None:
 def test_max_connections_refusals_are_logged() -> None:
     with serving("--max-connections", "1") as child:
         first = child.connect()
-        assert reply(first, b"list-tube-used\r\n") == b"USING default\r\n"
+        assert command(first, b"list-tube-used\r\n") == b"USING default\r\n"
         second = child.connect()
         with pytest.raises((AssertionError, ConnectionResetError)):
-            reply(second, b"list-tube-used\r\n")
+            command(second, b"list-tube-used\r\n")
         line = child.next_line()
         assert line is not None and "connection refused" in line, child.stderr
         assert "--max-connections 1" in line
@@ -80,18 +80,18 @@ def test_max_memory_refuses_puts_until_deletes_make_room() -> None:
         c = socket.create_connection(srv.address, timeout=5)
         put = b"put 0 0 60 1000\r\n" + body + b"\r\n"
         for i in range(1, 6):
-            assert reply(c, put) == b"INSERTED %d\r\n" % i
+            assert command(c, put) == b"INSERTED %d\r\n" % i
         assert srv.stats()["job-bytes"] == 5 * cost
-        assert reply(c, put) == b"OUT_OF_MEMORY\r\n"
-        assert reply(c, put) == b"OUT_OF_MEMORY\r\n"
+        assert command(c, put) == b"OUT_OF_MEMORY\r\n"
+        assert command(c, put) == b"OUT_OF_MEMORY\r\n"
         # Everything else works: reserve, delete, and then puts again.
-        assert reply(c, b"reserve\r\n").startswith(b"RESERVED 1 1000\r\n")
-        assert reply(c, b"delete 1\r\n") == b"DELETED\r\n"
-        assert reply(c, b"delete 2\r\n") == b"DELETED\r\n"
+        assert command(c, b"reserve\r\n").startswith(b"RESERVED 1 1000\r\n")
+        assert command(c, b"delete 1\r\n") == b"DELETED\r\n"
+        assert command(c, b"delete 2\r\n") == b"DELETED\r\n"
         assert srv.stats()["job-bytes"] == 3 * cost
-        assert reply(c, put) == b"INSERTED 8\r\n"
-        assert reply(c, put) == b"INSERTED 9\r\n"
-        assert reply(c, put) == b"OUT_OF_MEMORY\r\n"
+        assert command(c, put) == b"INSERTED 8\r\n"
+        assert command(c, put) == b"INSERTED 9\r\n"
+        assert command(c, put) == b"OUT_OF_MEMORY\r\n"
         assert srv.stats()["current-jobs-ready"] == 5
         c.close()
 
@@ -109,8 +109,8 @@ def test_limits_come_from_flags_and_environment() -> None:
         c = child.connect()
         # 300 bytes hold one job of 100 bytes (plus its overhead), not two.
         put = b"put 0 0 60 100\r\n" + b"y" * 100 + b"\r\n"
-        assert reply(c, put) == b"INSERTED 1\r\n"
-        assert reply(c, put) == b"OUT_OF_MEMORY\r\n"
+        assert command(c, put) == b"INSERTED 1\r\n"
+        assert command(c, put) == b"OUT_OF_MEMORY\r\n"
         c.close()
 
 
@@ -147,7 +147,7 @@ def test_accept_does_not_spin_when_out_of_file_descriptors() -> None:
         while True:
             c = child.connect()
             try:
-                assert reply(c, b"list-tube-used\r\n") == b"USING default\r\n"
+                assert command(c, b"list-tube-used\r\n") == b"USING default\r\n"
                 break
             except (AssertionError, ConnectionResetError):
                 c.close()
@@ -155,7 +155,7 @@ def test_accept_does_not_spin_when_out_of_file_descriptors() -> None:
         c.close()
 
 
-def _lines(child: Child) -> list[str]:
+def _lines(child: ServeChild) -> list[str]:
     """The stderr lines so far, reading for at most a second."""
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline and child.next_line(timeout=0.1) is not None:
@@ -168,31 +168,31 @@ def _lines(child: Child) -> list[str]:
 
 def _served_alongside(child_connect: socket.socket) -> None:
     """Another client is served normally meanwhile."""
-    assert reply(child_connect, b"put 0 0 60 2\r\nok\r\n").startswith(b"INSERTED ")
-    assert reply(child_connect, b"reserve-with-timeout 0\r\n").startswith(b"RESERVED ")
+    assert command(child_connect, b"put 0 0 60 2\r\nok\r\n").startswith(b"INSERTED ")
+    assert command(child_connect, b"reserve-with-timeout 0\r\n").startswith(b"RESERVED ")
 
 
 def test_a_line_without_crlf_does_not_grow_memory() -> None:
     with serving() as child:
         other = child.connect()
-        assert reply(other, b"list-tube-used\r\n") == b"USING default\r\n"
+        assert command(other, b"list-tube-used\r\n") == b"USING default\r\n"
         before = child.rss()
         c = child.connect()
         chunk = b"x" * 65536
         for _ in range(512):  # 32 MiB of one line
             c.sendall(chunk)
         _served_alongside(other)
-        assert reply(c, b"\r\n") == b"BAD_FORMAT\r\n"
+        assert command(c, b"\r\n") == b"BAD_FORMAT\r\n"
         grown = child.rss() - before
         assert grown < 8 * MiB, f"resident memory grew by {grown} bytes for one line"
-        assert reply(c, b"list-tube-used\r\n") == b"USING default\r\n"
+        assert command(c, b"list-tube-used\r\n") == b"USING default\r\n"
 
 
 def test_large_bodies_sent_slowly_hold_only_what_arrived() -> None:
     announced = 64 * MiB
     with serving("-z", str(announced)) as child:
         other = child.connect()
-        assert reply(other, b"list-tube-used\r\n") == b"USING default\r\n"
+        assert command(other, b"list-tube-used\r\n") == b"USING default\r\n"
         before = child.rss()
         slow = [child.connect() for _ in range(16)]  # 1 GiB announced in all
         for c in slow:
@@ -212,7 +212,7 @@ def test_pipelined_commands_whose_replies_are_never_read() -> None:
     with serving() as child:
         other = child.connect()
         big = b"b" * 60000
-        assert reply(other, b"put 0 0 60 60000\r\n" + big + b"\r\n") == b"INSERTED 1\r\n"
+        assert command(other, b"put 0 0 60 60000\r\n" + big + b"\r\n") == b"INSERTED 1\r\n"
         before = child.rss()
         greedy = child.connect()
         greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

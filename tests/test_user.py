@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import beanpole
-from serve_child import Child, reply, serving
+from servechild import ServeChild, command, serving
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def ids(status: str, key: str) -> list[int]:
     return [int(v) for v in match.group(1).split()]
 
 
-def assert_runs_as(child: Child, account: pwd.struct_passwd) -> None:
+def assert_runs_as(child: ServeChild, account: pwd.struct_passwd) -> None:
     """Every thread: real, effective, saved and filesystem ids are the user's, and no
     supplementary group is left."""
     tasks = list(Path(f"/proc/{child.proc.pid}/task").iterdir())
@@ -66,8 +66,8 @@ def test_the_server_becomes_the_user(system_user: pwd.struct_passwd) -> None:
     with serving("-u", system_user.pw_name) as child:
         assert_runs_as(child, system_user)
         c = child.connect()
-        assert reply(c, b"put 0 0 60 2\r\nhi\r\n") == b"INSERTED 1\r\n"
-        assert reply(c, b"reserve\r\n") == b"RESERVED 1 2\r\nhi\r\n"
+        assert command(c, b"put 0 0 60 2\r\nhi\r\n") == b"INSERTED 1\r\n"
+        assert command(c, b"reserve\r\n") == b"RESERVED 1 2\r\nhi\r\n"
         c.close()
         child.proc.send_signal(signal.SIGTERM)
         assert child.proc.wait(timeout=10) == 0
@@ -99,8 +99,8 @@ def test_a_log_kept_as_the_user_survives_a_restart(
         c = child.connect()
         # Enough for several segments: files made after the switch belong to the user.
         for i in range(1, 21):
-            assert reply(c, b"put 5 0 60 10000\r\n" + body + b"\r\n") == b"INSERTED %d\r\n" % i
-        assert reply(c, b"delete 3\r\n") == b"DELETED\r\n"
+            assert command(c, b"put 5 0 60 10000\r\n" + body + b"\r\n") == b"INSERTED %d\r\n" % i
+        assert command(c, b"delete 3\r\n") == b"DELETED\r\n"
         c.close()
         child.proc.send_signal(signal.SIGTERM)
         assert child.proc.wait(timeout=10) == 0
@@ -109,10 +109,10 @@ def test_a_log_kept_as_the_user_survives_a_restart(
     with serving(*args) as child:
         assert_runs_as(child, system_user)
         c = child.connect()
-        assert reply(c, b"peek 3\r\n") == b"NOT_FOUND\r\n"
+        assert command(c, b"peek 3\r\n") == b"NOT_FOUND\r\n"
         for i in (1, 2, 4, 20):
-            assert reply(c, b"peek %d\r\n" % i) == b"FOUND %d 10000\r\n" % i + body + b"\r\n"
-        assert reply(c, b"put 0 0 60 1\r\nz\r\n") == b"INSERTED 21\r\n"
+            assert command(c, b"peek %d\r\n" % i) == b"FOUND %d 10000\r\n" % i + body + b"\r\n"
+        assert command(c, b"put 0 0 60 1\r\nz\r\n") == b"INSERTED 21\r\n"
         c.close()
 
 
