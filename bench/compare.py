@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -28,33 +26,8 @@ from pathlib import Path
 
 from launch import nofile_limit
 from main_report import write_chart, write_report
-from runner import Run, memory_run, run_scenario
+from runner import Run, build_bench, memory_run, progress, run_scenario
 from scenarios import ALL_KEYS, KINDS, ROOT, SCENARIOS
-
-
-def build_bench(no_build: bool) -> Path:
-    cargo = shutil.which("cargo")
-    if not no_build:
-        if cargo is None:
-            sys.exit("compare: cargo is not installed (or use --bench PATH --no-build)")
-        subprocess.run(
-            [cargo, "build", "--release", "-q", "-p", "beanpole-bench"],
-            cwd=ROOT,
-            check=True,
-            timeout=1800,
-        )
-    target = ROOT / "target"
-    if cargo is not None:
-        meta = subprocess.run(
-            [cargo, "metadata", "--format-version", "1", "--no-deps"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if meta.returncode == 0:
-            target = Path(json.loads(meta.stdout)["target_directory"])
-    return target / "release" / "beanpole-bench"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -90,32 +63,6 @@ def plan(keys: Sequence[str], pairs: int) -> Iterator[tuple[str, int, str]]:
         for pair in range(pairs):
             for kind in KINDS:
                 yield key, pair, kind
-
-
-def result_text(run: Run, unit: str = "ops/s") -> str:
-    """A load generator run's rate, p99 and errors, for the progress lines."""
-    r = run.result
-    if r is None:
-        return "no result"
-    return f"{r['ops_per_s']:,.0f} {unit}, p99 {r['p99_us']:,.0f} µs, errors {r['errors']}"
-
-
-def progress(run: Run, n: int, total: int, text: str | None = None) -> None:
-    """One progress line on stderr; ``text`` replaces the load generator's figures."""
-    if text is None and run.scenario == "memory":
-        e = run.extra
-        text = (
-            f"{e.get('bytes_per_job', float('nan')):.0f} B/job, "
-            f"{e.get('bytes_per_conn', float('nan')):.0f} B/conn"
-        )
-    if text is None:
-        text = result_text(run)
-    bad = "" if run.ok else f"  FAILED: {run.problem}"
-    print(
-        f"[{n}/{total}] {run.scenario} pair {run.pair + 1} {run.kind}: {text}{bad}",
-        file=sys.stderr,
-        flush=True,
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

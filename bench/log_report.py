@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from launch import beanpole_command, beanstalkd_command
-from log_bench import (
+from log_settings import (
     F0_TARGETS,
     F50_LOADS,
     F50_TARGET,

@@ -1,11 +1,17 @@
-"""One run: a fresh server under the load generator, and what the run measured."""
+"""One run: a fresh server under the load generator, and what the run measured; the
+load generator built, and the progress lines the suites print.
+
+Imports only launch and scenarios: every suite (compare, log_bench, tls_bench) builds on
+it, so none of them needs another."""
 
 from __future__ import annotations
 
 import json
 import queue
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from launch import Server, start_server
-from scenarios import IDLE_CONNECTIONS, MEMORY_JOBS, Scenario
+from scenarios import IDLE_CONNECTIONS, MEMORY_JOBS, ROOT, Scenario
 
 
 @dataclass
@@ -178,3 +184,55 @@ def _readline_within(stream: Any, seconds: float) -> str:
         return box.get(timeout=seconds)
     except queue.Empty:
         return ""
+
+
+def build_bench(no_build: bool) -> Path:
+    """The load generator's binary, built first unless ``no_build``."""
+    cargo = shutil.which("cargo")
+    if not no_build:
+        if cargo is None:
+            sys.exit("compare: cargo is not installed (or use --bench PATH --no-build)")
+        subprocess.run(
+            [cargo, "build", "--release", "-q", "-p", "beanpole-bench"],
+            cwd=ROOT,
+            check=True,
+            timeout=1800,
+        )
+    target = ROOT / "target"
+    if cargo is not None:
+        meta = subprocess.run(
+            [cargo, "metadata", "--format-version", "1", "--no-deps"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if meta.returncode == 0:
+            target = Path(json.loads(meta.stdout)["target_directory"])
+    return target / "release" / "beanpole-bench"
+
+
+def result_text(run: Run, unit: str = "ops/s") -> str:
+    """A load generator run's rate, p99 and errors, for the progress lines."""
+    r = run.result
+    if r is None:
+        return "no result"
+    return f"{r['ops_per_s']:,.0f} {unit}, p99 {r['p99_us']:,.0f} µs, errors {r['errors']}"
+
+
+def progress(run: Run, n: int, total: int, text: str | None = None) -> None:
+    """One progress line on stderr; ``text`` replaces the load generator's figures."""
+    if text is None and run.scenario == "memory":
+        e = run.extra
+        text = (
+            f"{e.get('bytes_per_job', float('nan')):.0f} B/job, "
+            f"{e.get('bytes_per_conn', float('nan')):.0f} B/conn"
+        )
+    if text is None:
+        text = result_text(run)
+    bad = "" if run.ok else f"  FAILED: {run.problem}"
+    print(
+        f"[{n}/{total}] {run.scenario} pair {run.pair + 1} {run.kind}: {text}{bad}",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -34,9 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compare import build_bench
 from launch import nofile_limit
-from runner import run_bench
+from runner import build_bench, run_bench
 from scenarios import ROOT
 
 READY_TIMEOUT = 30.0
