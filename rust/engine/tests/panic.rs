@@ -78,7 +78,15 @@ fn a_panicking_connection_releases_its_job_and_the_server_goes_on() {
     }
 
     // Only the connections still open count: the panicked ones were closed properly.
+    // The fresh ones above close as their loop turns end; wait for the server to see
+    // those closes (bounded) before counting.
     let mut last = Client::connect(addr);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while last.field(b"stats\r\n", "current-connections") != "2"
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert_eq!(last.field(b"stats\r\n", "current-connections"), "2");
     assert_eq!(last.field(b"stats\r\n", "current-jobs-reserved"), "0");
     drop((watcher, last));

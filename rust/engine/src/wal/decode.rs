@@ -2,29 +2,11 @@
 //! the segment's bytes, so replay copies a body only once, into the form the store
 //! keeps it in. [`Record::decode`] is this followed by a copy.
 
+pub use super::format::JobRef;
 use super::format::{
-    checksum, job_record_len, DecodeError, JobFields, JobRecord, Record, StoredState,
-    BURY_RECORD_LEN, DELETE_RECORD_LEN, FRAME_LEN, ID_LIMIT, JOB_FIXED_LEN, MAX_RECORD,
-    RELEASE_RECORD_LEN,
+    checksum, job_record_len, DecodeError, JobFields, Reader, Record, StoredState, BURY_RECORD_LEN,
+    DELETE_RECORD_LEN, FRAME_LEN, ID_LIMIT, JOB_FIXED_LEN, MAX_RECORD, RELEASE_RECORD_LEN,
 };
-
-/// A job snapshot decoded in place: its tube and body borrow the record's bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JobRef<'a> {
-    pub fields: JobFields,
-    pub tube: &'a [u8],
-    pub body: &'a [u8],
-}
-
-impl JobRef<'_> {
-    pub fn to_owned(&self) -> JobRecord {
-        JobRecord {
-            fields: self.fields,
-            tube: self.tube.to_vec(),
-            body: self.body.to_vec(),
-        }
-    }
-}
 
 /// A record decoded without copying: replay copies a job's body only once, into
 /// the form the store keeps.
@@ -180,37 +162,11 @@ impl RecordRef<'_> {
     }
 }
 
-/// Reads little-endian fields off the front of a slice.
-pub(super) struct Reader<'a>(pub(super) &'a [u8]);
-
-impl<'a> Reader<'a> {
-    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        if self.0.len() < n {
-            return Err(DecodeError::Payload);
-        }
-        let (a, b) = self.0.split_at(n);
-        self.0 = b;
-        Ok(a)
-    }
-    pub(super) fn u8(&mut self) -> Result<u8, DecodeError> {
-        Ok(self.take(1)?[0])
-    }
-    pub(super) fn u16(&mut self) -> Result<u16, DecodeError> {
-        let b = self.take(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-    pub(super) fn u32(&mut self) -> Result<u32, DecodeError> {
-        let mut a = [0u8; 4];
-        a.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(a))
-    }
-    pub(super) fn u64(&mut self) -> Result<u64, DecodeError> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(a))
-    }
-    pub(super) fn i64(&mut self) -> Result<i64, DecodeError> {
-        Ok(self.u64()? as i64)
+impl Record {
+    /// Decode the record at the start of `bytes`. `Ok(None)` is the end of the data
+    /// (a zero length); otherwise the record and its length on disk.
+    pub fn decode(bytes: &[u8]) -> Result<Option<(Record, usize)>, DecodeError> {
+        Ok(RecordRef::decode(bytes)?.map(|(r, n)| (r.to_owned(), n)))
     }
 }
 
@@ -219,7 +175,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::wal::format::{JobFields, StoredState};
+    use crate::wal::format::{JobFields, JobRecord, StoredState};
 
     fn job(tube: &[u8], body: &[u8]) -> Record {
         Record::Job(JobRecord {

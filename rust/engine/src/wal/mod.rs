@@ -15,6 +15,7 @@ pub mod columns;
 pub mod decode;
 pub mod format;
 pub mod fs;
+pub mod fsync;
 pub mod import;
 pub mod instance;
 mod live;
@@ -34,9 +35,9 @@ use std::time::Duration;
 use thiserror::Error;
 
 use self::fs::{DirLock, FsDir, LogDir};
+pub use self::fsync::FsyncPolicy;
 use self::pipe::LogPipe;
 use self::recover::{RecoverError, Recovered};
-pub use self::writer::FsyncPolicy;
 use self::writer::Writer;
 
 /// beanstalkd's default segment size, 10 MiB.

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use super::buffers::BufferPool;
 use super::format::Header;
 use super::fs::SegmentFile;
-use super::writer::FsyncPolicy;
+use super::fsync::FsyncPolicy;
 use crate::events::{level, EventHub, EventKind};
 
 /// Work for the log, in order.

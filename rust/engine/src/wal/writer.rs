@@ -14,18 +14,8 @@ use std::time::{Duration, Instant};
 
 use super::format::{Header, HEADER_LEN};
 use super::fs::{LogDir, SegmentFile};
+use super::fsync::FsyncPolicy;
 use super::pipe::{Chunk, Core, Failure, LogPipe, Task};
-
-/// When data is made durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FsyncPolicy {
-    /// `-F`: never; the OS writes back when it likes.
-    Never,
-    /// `-f 0`: before any reply that depends on it.
-    Always,
-    /// `-f MS`: at most every MS, and at the latest MS after a write.
-    Every(Duration),
-}
 
 /// How often an idle writer looks at the spare segments anyway.
 const IDLE: Duration = Duration::from_millis(250);
