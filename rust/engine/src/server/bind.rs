@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use socket2::{Domain, SockAddr, Socket, Type};
 use tokio::net::{TcpListener, TcpSocket, UnixListener};
 
-use super::handle::ServerError;
+use super::error::ServerError;
 use super::listener::{remove_stale_socket, BoundAddr, ListenAddr, Listener, BACKLOG};
 
 /// The listening sockets of one server, in the order they were given: inherited
@@ -234,6 +234,17 @@ fn unix_name(addr: &std::os::unix::net::SocketAddr) -> PathBuf {
     match addr.as_abstract_name() {
         Some(name) => PathBuf::from(format!("@{}", String::from_utf8_lossy(name))),
         None => PathBuf::from("(unnamed)"),
+    }
+}
+
+impl Listener {
+    /// Bind and listen. Must be called inside a tokio runtime.
+    pub fn bind(addr: &ListenAddr) -> io::Result<Listener> {
+        match addr {
+            ListenAddr::Tcp(sa) => bind_tcp(*sa, false),
+            ListenAddr::Tls(sa) => bind_tcp(*sa, false).map(into_tls),
+            ListenAddr::Unix(path) => bind_unix(path, None),
+        }
     }
 }
 

@@ -9,11 +9,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
-use thiserror::Error;
 use tokio::sync::oneshot;
 
 use super::bind::{bind_all, SocketFiles};
 use super::engine::{Engine, Running};
+use super::error::ServerError;
 use super::tls::{Tls, TlsError, TlsFiles};
 use super::{run, BoundAddr, ListenAddr, Shared};
 use crate::protocol::{DEFAULT_MAX_JOB_SIZE, MAX_JOB_SIZE_LIMIT};
@@ -62,21 +62,6 @@ impl Default for ServerConfig {
             max_memory: 0,
         }
     }
-}
-
-/// Why a server could not start.
-#[derive(Debug, Error)]
-pub enum ServerError {
-    #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: String, source: io::Error },
-    #[error("invalid setting: {0}")]
-    Invalid(String),
-    #[error("cannot start the runtime: {0}")]
-    Runtime(io::Error),
-    #[error(transparent)]
-    Log(#[from] crate::wal::LogError),
-    #[error("TLS: {0}")]
-    Tls(#[from] TlsError),
 }
 
 /// Set once the server task has finished.

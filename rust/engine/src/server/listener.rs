@@ -127,15 +127,6 @@ pub enum Listener {
 }
 
 impl Listener {
-    /// Bind and listen. Must be called inside a tokio runtime.
-    pub fn bind(addr: &ListenAddr) -> io::Result<Listener> {
-        match addr {
-            ListenAddr::Tcp(sa) => super::bind::bind_tcp(*sa, false),
-            ListenAddr::Tls(sa) => super::bind::bind_tcp(*sa, false).map(super::bind::into_tls),
-            ListenAddr::Unix(path) => super::bind::bind_unix(path, None),
-        }
-    }
-
     pub fn local_addr(&self) -> io::Result<BoundAddr> {
         match self {
             Listener::Tcp(l) | Listener::Tls(l) => Ok(BoundAddr::Tcp(l.local_addr()?)),

@@ -11,6 +11,7 @@ mod caught;
 mod clock;
 mod conn;
 mod engine;
+mod error;
 mod handle;
 mod input;
 mod limits;
@@ -29,7 +30,8 @@ use tokio::sync::Notify;
 pub use self::admin::{Admin, AdminError, Snapshot};
 #[cfg(feature = "fault-injection")]
 pub use self::conn::FAULT_PANIC;
-pub use self::handle::{Control, Done, ServerConfig, ServerError, ServerHandle};
+pub use self::error::ServerError;
+pub use self::handle::{Control, Done, ServerConfig, ServerHandle};
 pub use self::listener::{BoundAddr, ListenAddr, Listener};
 pub use self::tls::{TlsError, TlsFiles, HANDSHAKE_TIMEOUT};
 use crate::events::EventHub;
