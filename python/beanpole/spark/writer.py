@@ -8,7 +8,8 @@ with the rendezvous hashing of ``ShardedClient``, else in round-robin slices) an
 from the Arrow buffers and pipelines the puts. Servers are written to concurrently.
 
 A task returns a :class:`JobsWritten` commit message: the jobs it inserted, counted and
-listed per server. When a task fails it deletes what it inserted before failing, where
+listed per server (as runs of consecutive ids, which keeps a million rows' message a few
+kilobytes). When a task fails it deletes what it inserted before failing, where
 the server can still be reached; the driver's ``abort`` deletes what the tasks that did
 finish inserted. Jobs put on a server that went away stay there, and a retried task
 puts its rows again: enqueueing is at-least-once (docs/spark.md).
@@ -33,6 +34,7 @@ from pyspark.sql.types import StructType
 from .. import _core
 from ..client import Client
 from ..client_errors import BatchError, ClientError, NotFoundError
+from . import id_runs
 from .options import NAME, U32_MAX, OptionError, QueueOptions
 
 log = logging.getLogger("beanpole")
@@ -43,11 +45,11 @@ _SETTINGS = ("priority", "delay", "ttr")
 
 @dataclass
 class JobsWritten(WriterCommitMessage):
-    """What one task inserted: per server, the job count and the ids (packed
-    little-endian uint64, so ``abort`` can delete them)."""
+    """What one task inserted: per server, the job count and the ids as packed runs of
+    consecutive ids (:mod:`.id_runs`), so ``abort`` can delete them."""
 
     counts: dict[str, int] = field(default_factory=dict)
-    ids: dict[str, bytes] = field(default_factory=dict)
+    runs: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -175,10 +177,7 @@ class _Task:
         for server, chunks in self.ids.items():
             ids = pa.concat_arrays(chunks) if chunks else pa.array([], pa.uint64())
             msg.counts[server] = len(ids)
-            start = ids.offset * 8
-            msg.ids[server] = (
-                ids.buffers()[1].to_pybytes()[start : start + len(ids) * 8] if len(ids) else b""
-            )
+            msg.runs[server] = id_runs.pack(ids)
         return msg
 
     def close(self) -> None:
@@ -227,11 +226,10 @@ def delete_jobs(msg: JobsWritten, opts: QueueOptions, why: str) -> int:
     """Delete the jobs a message lists, where the server can be reached; how many
     were deleted. A job already gone (or reserved by a worker) is left alone."""
     deleted = 0
-    for server, packed in msg.ids.items():
+    for server, packed in msg.runs.items():
         if not packed:
             continue
-        ids = pa.Array.from_buffers(pa.uint64(), len(packed) // 8, [None, pa.py_buffer(packed)])
-        todo = ids.to_pylist()
+        todo = id_runs.expand(packed)
         try:
             with Client(server, encoding=None, timeout=opts.timeout) as c:
                 while todo:

@@ -152,7 +152,13 @@ impl JobTable {
                 slot
             }
             None => {
+                let room = self.slots.capacity();
                 self.slots.push(Some(job));
+                if self.slots.capacity() != room {
+                    // Grown (doubled): ask for huge pages for the new room too, so a
+                    // burst of puts faults the table in once per 2 MiB, not per 4 KiB.
+                    crate::memhint::huge_pages(&self.slots);
+                }
                 (self.slots.len() - 1) as u32
             }
         };
