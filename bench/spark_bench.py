@@ -17,6 +17,9 @@ What is measured:
   ``foreachPartition`` (10,000 puts written before their replies are read). Each run
   gets a fresh server, and every run checks the server holds exactly N jobs. Beside
   them Spark's floor: the same rows into a Python Arrow writer that keeps nothing.
+  Where the time goes: the CPU seconds each part of the process tree spent per run
+  (``bench/cpu_tree.py``: this driver with the embedded server's threads, the JVM,
+  the JVM's Python workers), for beanpole and the floor.
 - ``stream``: the streaming reader (format ``beanpole`` on ``readStream``) over N ready
   jobs of 100 bytes in one embedded server, availableNow, ``--stream-batch`` jobs per
   micro-batch (``maxRowsPerTrigger``), into a ``noop`` sink; every job is deleted once
@@ -230,20 +233,25 @@ CONTENDERS = [(how, "constant binary") for how in WRITERS] + [
 ]
 
 
-def timed_write(spark: Any, df: Any, how: str, jobs: int) -> float:
-    """One write of ``df`` into a fresh server; seconds. Checks every row arrived."""
+def timed_write(spark: Any, df: Any, how: str, jobs: int) -> tuple[float, dict[str, float]]:
+    """One write of ``df`` into a fresh server: seconds, and the CPU seconds spent by
+    each part of the process tree meanwhile (``cpu_tree``). Checks every row arrived."""
+    _bench_on_path()
+    import cpu_tree
+
     if how == "spark floor":
-        _bench_on_path()
         import spark_floor
 
         spark_floor.register(spark)
+        before = cpu_tree.sample()
         started = time.perf_counter()
         df.write.format(spark_floor.DISCARD).mode("append").save()
-        return time.perf_counter() - started
+        return time.perf_counter() - started, cpu_tree.spent(before, cpu_tree.sample())
     with beanpole.Server(listen="127.0.0.1", port=0) as srv:
         address = srv.address
         assert isinstance(address, tuple)
         tube = "bench"
+        before = cpu_tree.sample()
         started = time.perf_counter()
         if how == "beanpole":
             df.write.format("beanpole").option("servers", f"{address[0]}:{address[1]}").option(
@@ -252,11 +260,12 @@ def timed_write(spark: Any, df: Any, how: str, jobs: int) -> float:
         else:
             df.foreachPartition(_baselines(address, tube)[how])
         took = time.perf_counter() - started
+        cpu = cpu_tree.spent(before, cpu_tree.sample())
         with beanpole.Client(address) as c:
             stored = c.stats_tube(tube)["current-jobs-ready"]
         if stored != jobs:
             raise RuntimeError(f"{how}: the server holds {stored} jobs, {jobs} were written")
-    return took
+    return took, cpu
 
 
 def _label(how: str, body: str) -> str:
@@ -270,12 +279,15 @@ def writer_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str,
         for body, expr in BODIES.items()
     }
     out: dict[str, Any] = {"jobs": jobs, "body_size": body_size, "writers": {}}
-    firsts = {(h, b): timed_write(spark, frames[b], h, jobs) for h, b in CONTENDERS}
+    firsts = {(h, b): timed_write(spark, frames[b], h, jobs)[0] for h, b in CONTENDERS}
     warm: dict[tuple[str, str], list[float]] = {c: [] for c in CONTENDERS}
+    cpus: dict[tuple[str, str], list[dict[str, float]]] = {c: [] for c in CONTENDERS}
     for _ in range(runs):
         # Interleaved, so that a busy moment on the machine falls on every contender.
         for how, body in CONTENDERS:
-            warm[(how, body)].append(timed_write(spark, frames[body], how, jobs))
+            took, cpu = timed_write(spark, frames[body], how, jobs)
+            warm[(how, body)].append(took)
+            cpus[(how, body)].append(cpu)
     for how, body in CONTENDERS:
         median = statistics.median(warm[(how, body)])
         out["writers"][_label(how, body)] = {
@@ -283,6 +295,12 @@ def writer_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str,
             "warm_s": warm[(how, body)],
             "median_s": median,
             "rows_per_s": jobs / median,
+            # Median CPU seconds per run of each part of the process tree: the
+            # driver (with the embedded server's threads), the JVM, its Python workers.
+            "cpu_s": {
+                role: statistics.median(c[role] for c in cpus[(how, body)])
+                for role in cpus[(how, body)][0]
+            },
         }
     rates = {name: w["rows_per_s"] for name, w in out["writers"].items()}
     ours = rates["beanpole"]
@@ -468,6 +486,15 @@ def report_writer(figure: dict[str, Any]) -> None:
         )
     for body, ratio in figure["of_floor"].items():
         print(f"  beanpole with {body} bodies: {ratio:.2f}x Spark's floor for the same rows")
+    print(
+        "  CPU seconds per run (median): driver with the embedded server / JVM / "
+        "Python workers = total"
+    )
+    for how, w in figure["writers"].items():
+        cpu = w.get("cpu_s")
+        if cpu and (how.startswith("beanpole") or how.startswith("spark floor")):
+            parts = " / ".join(f"{cpu[r]:.2f}" for r in ("driver", "jvm", "workers"))
+            print(f"    {how:32} {parts} = {sum(cpu.values()):.2f}")
 
 
 def report_stream(figure: dict[str, Any]) -> None:

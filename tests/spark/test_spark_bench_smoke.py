@@ -37,6 +37,9 @@ def test_spark_bench_smoke(spark: Any, capsys: Any) -> None:
     }
     assert set(writer["of_floor"]) == {"constant binary", "per-row strings"}
     assert all(w["rows_per_s"] > 0 for w in writer["writers"].values())
+    # Where the time goes: CPU per part of the process tree, and the JVM always works.
+    assert all(set(w["cpu_s"]) == {"driver", "jvm", "workers"} for w in writer["writers"].values())
+    assert writer["writers"]["beanpole"]["cpu_s"]["jvm"] > 0
     stream = result["stream"]
     assert stream["jobs"] == 3000 and len(stream["warm_s"]) == 1
     assert stream["jobs_per_s"] > 0
@@ -48,4 +51,5 @@ def test_spark_bench_smoke(spark: Any, capsys: Any) -> None:
     assert "writer, 3,000 rows" in out
     assert "floor" in out
     assert "beanpole with per-row strings bodies" in out
+    assert "CPU seconds per run" in out
     assert "touch of 3,000 held jobs" in out
