@@ -1,4 +1,4 @@
-"""No import cycles between the Rust modules of the engine and the client.
+"""No import cycles between the Rust modules of the engine, the protocol and the client.
 
 Reads the sources only (nothing is built): every file under each crate's ``src/`` is a
 module, and each ``use`` tree and inline path that starts with ``crate::``,
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CRATES = ("rust/engine/src", "rust/client/src")
+CRATES = ("rust/engine/src", "rust/protocol/src", "rust/client/src")
 
 Module = tuple[str, ...]
 

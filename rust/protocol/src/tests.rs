@@ -14,7 +14,7 @@ fn put_forms() {
             pri: 1,
             delay: 2,
             ttr: 3,
-            bytes: 4
+            body: 4
         })
     );
     assert_eq!(
@@ -23,7 +23,7 @@ fn put_forms() {
             pri: 0,
             delay: 0,
             ttr: 1,
-            bytes: 1
+            body: 1
         })
     );
     assert_eq!(
@@ -32,7 +32,7 @@ fn put_forms() {
             pri: 0,
             delay: 0,
             ttr: 1,
-            bytes: 1
+            body: 1
         })
     );
     assert_eq!(p("put"), Err(ProtocolError::UnknownCommand));
