@@ -1,6 +1,6 @@
 //! The beanstalkd command language, the one definition the server and the client
 //! share: limits, [`Command`] (every command and its arguments), the [`Op`] counted
-//! for each, the fixed reply words, the parser ([`parse`], the server's per-command
+//! for each, the fixed reply words, the parser ([`parse()`], the server's per-command
 //! path) and the encoding ([`Command::encode`], what the client writes).
 //!
 //! * [`parse`](mod@parse): a command line to a [`Command`], beanstalkd's quirks

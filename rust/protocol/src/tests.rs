@@ -1,3 +1,6 @@
+//! The parser held to beanstalkd 1.13, line by line: each form, each quirk, each
+//! error reply.
+
 use super::*;
 
 const MAX: u32 = DEFAULT_MAX_JOB_SIZE;
