@@ -3,11 +3,13 @@
 
 For a question compare.py does not ask: is this flag, or this build, faster? Each
 round starts every variant once with a fresh log directory (order reversed every other
-round), runs ``beanpole-bench`` against it and prints puts/s; at the end the median of
-each variant and its ratio to the first. A variant is ``NAME=FLAGS`` (``{dir}`` in FLAGS
-becomes a fresh directory); ``--build NAME=DIR`` runs that variant's server from another
-copy of the Python package (a directory holding ``beanpole/``, with its own native
-module), for comparing builds of the code.
+round), runs ``beanpole-bench`` against it and prints puts/s and the server's CPU time
+per operation; at the end the median of each and its ratio to the first variant's. The
+CPU time per operation moves less than the rate when other work shares the machine.
+A variant is ``NAME=FLAGS`` (``{dir}`` in FLAGS becomes a fresh directory);
+``--build NAME=DIR`` runs that variant's server from another copy of the Python package
+(a directory holding ``beanpole/``, with its own native module), for comparing builds of
+the code.
 
     python3 bench/ab.py --rounds 4 --load "put --connections 10 --pipeline 1 --duration 3" \\
         --variant "t1=-b {dir} -f 0" --variant "t2=-b {dir} -f 0 --threads 2"
@@ -43,8 +45,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def run_once(
     flags: str, build: str | None, load: list[str], bench: Path, tmp: Path
-) -> float | None:
-    """One server of this variant under the load; puts/s, or None if the run failed."""
+) -> tuple[float, float | None] | None:
+    """One server of this variant under the load: puts/s and the server's CPU µs per
+    operation (None where it could not be read), or None if the run failed."""
     log_dir = Path(tempfile.mkdtemp(prefix="beanpole-ab-", dir=tmp))
     saved = os.environ.get("PYTHONPATH")
     if build is not None:
@@ -73,7 +76,8 @@ def run_once(
     if code != 0 or result is None:
         print(f"  failed: exit {code}: {err[-300:]}", file=sys.stderr)
         return None
-    return float(result["ops_per_s"])
+    cpu = result.get("server_cpu_us_per_op")
+    return float(result["ops_per_s"]), None if cpu is None else float(cpu)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,16 +86,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     builds = dict(tuple(b.split("=", 1)) for b in args.build)
     load = shlex.split(args.load)
     rates: dict[str, list[float]] = {name: [] for name, _ in variants}
+    cpus: dict[str, list[float]] = {name: [] for name, _ in variants}
     for r in range(args.rounds):
         for name, flags in variants if r % 2 == 0 else variants[::-1]:
-            rate = run_once(flags, builds.get(name), load, args.bench, args.tmp)
-            print(
-                f"round {r + 1} {name}: {'failed' if rate is None else f'{rate:,.0f}/s'}",
-                flush=True,
-            )
-            if rate is not None:
-                rates[name].append(rate)
-    first = statistics.median(rates[variants[0][0]]) if rates[variants[0][0]] else None
+            run = run_once(flags, builds.get(name), load, args.bench, args.tmp)
+            if run is None:
+                print(f"round {r + 1} {name}: failed", flush=True)
+                continue
+            rate, cpu = run
+            cpu_text = "" if cpu is None else f", server {cpu:.3f} µs CPU/op"
+            print(f"round {r + 1} {name}: {rate:,.0f}/s{cpu_text}", flush=True)
+            rates[name].append(rate)
+            if cpu is not None:
+                cpus[name].append(cpu)
+    base = variants[0][0]
+    first = statistics.median(rates[base]) if rates[base] else None
+    first_cpu = statistics.median(cpus[base]) if cpus[base] else None
     missing = False
     for name, _ in variants:
         if not rates[name]:
@@ -99,8 +109,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             missing = True
             continue
         med = statistics.median(rates[name])
-        ratio = f", {med / first:.2f}x {variants[0][0]}" if first else ""
-        print(f"{name}: median {med:,.0f}/s of {len(rates[name])} runs{ratio}")
+        ratio = f", {med / first:.2f}x {base}" if first else ""
+        line = f"{name}: median {med:,.0f}/s of {len(rates[name])} runs{ratio}"
+        if cpus[name]:
+            cpu = statistics.median(cpus[name])
+            line += f"; server {cpu:.3f} µs CPU/op"
+            line += f", {cpu / first_cpu:.2f}x {base}" if first_cpu else ""
+        print(line)
     return 1 if missing else 0
 
 

@@ -314,8 +314,9 @@ def test_main_report_keeps_the_log_section(tmp_path: Path, monkeypatch: pytest.M
 
 def test_ab_compares_variants_of_beanpole(bench: Path, tmp_path: Path) -> None:
     """``bench/ab.py`` end to end with a tiny load: every variant runs in every round (one
-    with a log in a fresh directory, one without), each gets its median, the log
-    directories are removed, and a variant whose server cannot start fails the run."""
+    with a log in a fresh directory, one without), each gets its median (rate and
+    server CPU per operation), the log directories are removed, and a variant whose server
+    cannot start fails the run."""
     logs = tmp_path / "logs"
     logs.mkdir()
 
@@ -333,6 +334,8 @@ def test_ab_compares_variants_of_beanpole(bench: Path, tmp_path: Path) -> None:
     assert sum(line.startswith("round ") for line in out) == 4
     assert any(line.startswith("log: median ") for line in out), out
     assert any(line.startswith("nolog: median ") and "x log" in line for line in out), out
+    # The server's CPU time per operation, read from /proc, and its ratio.
+    assert any(line.startswith("nolog: median ") and "CPU/op, " in line for line in out), out
     assert list(logs.iterdir()) == []
     bad = ab("ok=", "bad=--no-such-flag")
     assert bad.returncode == 1

@@ -5,7 +5,7 @@
 //! queued while the client reads, and never more than `window` commands are in
 //! flight (which bounds both sides' buffers).
 
-use crate::command::Command;
+use crate::command::{self, Command};
 use crate::conn::Connection;
 use crate::error::ClientError;
 use crate::reply::Reply;
@@ -44,7 +44,7 @@ impl Queue<'_> {
 /// goes to `handle(index, reply)` in order; when it returns false no more commands
 /// are sent, but the replies of those in flight are still read and handed over, so
 /// the connection stays in step. `wait` is the server wait of the batch's command
-/// (see [`Command::server_wait`]).
+/// (see [`command::server_wait`]).
 ///
 /// Returns the source's error, if it stopped the batch, once every reply is read;
 /// a connection failure returns at once (the replies not handed over are lost, and
@@ -212,7 +212,7 @@ pub fn put_many<'b>(
             Ok(())
         },
         |index, reply| {
-            let outcome = put.expect(reply).and_then(|r| match r {
+            let outcome = command::expect(&put, reply).and_then(|r| match r {
                 Reply::Inserted(id) => Ok(id),
                 other => Err(ClientError::Unexpected {
                     addr: String::new(),

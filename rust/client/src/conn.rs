@@ -8,7 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::command::Command;
+use crate::command::{self, Command};
 use crate::error::ClientError;
 use crate::reply::{self, Parsed, Reply};
 use crate::tls::{self, TlsSettings, TlsStream};
@@ -286,13 +286,13 @@ impl Connection {
         self.wbuf.clear();
         cmd.encode(&mut self.wbuf)?;
         self.send_queued()?;
-        let reply = self.read_reply(cmd.server_wait())?;
-        cmd.expect(reply).map_err(|e| self.name_error(e))
+        let reply = self.read_reply(command::server_wait(&cmd))?;
+        command::expect(&cmd, reply).map_err(|e| self.name_error(e))
     }
 
     /// Queue a command to be written by the next [`Connection::send_queued`].
     pub fn queue(&mut self, cmd: Command<'_>) -> Result<(), ClientError> {
-        cmd.encode(&mut self.wbuf)
+        Ok(cmd.encode(&mut self.wbuf)?)
     }
 
     /// Write every queued command.
@@ -305,7 +305,7 @@ impl Connection {
         result.map_err(|e| self.io_failed(e))
     }
 
-    /// Read the next reply. `wait` is the command's [`Command::server_wait`].
+    /// Read the next reply. `wait` is the command's [`command::server_wait`].
     pub fn read_reply(&mut self, wait: Option<Option<u32>>) -> Result<Reply, ClientError> {
         let want = match wait {
             None => self.timeout,

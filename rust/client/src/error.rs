@@ -72,6 +72,14 @@ pub enum ClientError {
     Invalid(String),
 }
 
+/// A command that cannot be written (a tube name with CR or LF) is an invalid
+/// argument: nothing was sent and the connection stays usable.
+impl From<beanpole_protocol::EncodeError> for ClientError {
+    fn from(e: beanpole_protocol::EncodeError) -> Self {
+        ClientError::Invalid(e.to_string())
+    }
+}
+
 impl ClientError {
     /// True when the connection can no longer be used after this error.
     pub fn is_connection(&self) -> bool {

@@ -1,6 +1,7 @@
 //! A blocking beanstalkd client, the engine of `beanpole.Client`.
 //!
-//! * [`command`] encodes command lines (and put bodies) into a byte buffer;
+//! * [`command`]: the commands sent (the protocol crate's, encoded by it) and the
+//!   reply each expects;
 //! * [`reply`] parses reply lines and bodies from a byte buffer, never panicking;
 //! * [`conn`] owns one TCP (plain or TLS) or Unix-socket connection and runs a command
 //!   to its reply;
@@ -8,8 +9,10 @@
 //! * [`batch`] pipelines many commands in bounded windows;
 //! * [`shard`] picks the server of a key (rendezvous hashing).
 //!
-//! Limits and reply words come from the engine's `protocol` module, so the client
-//! and the server agree on them by construction. Nothing here knows about Python.
+//! Commands, their encoding, limits and reply words come from `beanpole-protocol`,
+//! the crate the server parses with, so the client and the server agree on them by
+//! construction; the client does not depend on the engine. Nothing here knows about
+//! Python.
 
 pub mod batch;
 pub mod command;

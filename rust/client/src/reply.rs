@@ -1,7 +1,7 @@
 //! Reply parsing: one reply (line, and body where it has one) from the front of a
-//! byte buffer. The fixed words are the engine's own constants.
+//! byte buffer. The fixed words are the protocol crate's constants, the ones the server writes.
 
-use beanpole_engine::protocol::{self as p, MAX_JOB_SIZE_LIMIT, MAX_LINE};
+use beanpole_protocol::{self as p, MAX_JOB_SIZE_LIMIT, MAX_LINE};
 
 use crate::error::ErrorReply;
 

@@ -1,7 +1,8 @@
 //! The beanpole server: the beanstalkd protocol over tokio, with the queue state in
 //! a synchronous [`store::Store`].
 //!
-//! * [`protocol`] parses command lines and names the fixed replies;
+//! * [`protocol`] (the `beanpole-protocol` crate, shared with the client) parses
+//!   command lines and names the fixed replies;
 //! * [`store`] holds jobs, tubes, reservations and deadlines, with no I/O;
 //! * [`stats`] renders the YAML bodies;
 //! * [`server`] runs listeners, one task per connection and one clock task, and
@@ -12,11 +13,14 @@
 pub mod events;
 mod idindex;
 mod memhint;
-pub mod protocol;
 pub mod server;
 pub mod stats;
 pub mod store;
 pub mod wal;
+
+/// The command language (`beanpole-protocol`), as `crate::protocol` for the engine's
+/// modules: it imports nothing of the engine.
+pub use beanpole_protocol as protocol;
 
 /// beanpole's own version: `beanpole --version`, the start line, `/metrics` build info
 /// and `beanpole-version` in the embedded server's stats, never the wire.

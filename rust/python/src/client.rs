@@ -14,6 +14,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use beanpole_client::batch::{pipeline, Queue, Tally};
+use beanpole_client::command;
 use beanpole_client::{
     Address, ClientError, Closer, Command, Connection, ErrorReply, Reply, TlsFiles, TlsSettings,
 };
@@ -111,7 +112,7 @@ impl PyClient {
                 },
                 |index, reply| {
                     let id = in_flight.borrow_mut().pop_front().unwrap_or_default();
-                    let outcome = make(id).expect(reply).map(|_| id);
+                    let outcome = command::expect(&make(id), reply).map(|_| id);
                     tally.record(index, outcome)
                 },
             );
@@ -566,8 +567,7 @@ impl PyClient {
                         false
                     }
                     other => {
-                        let e = Command::ReserveWithTimeout(0)
-                            .expect(other)
+                        let e = command::expect(&Command::ReserveWithTimeout(0), other)
                             .err()
                             .unwrap_or_else(|| ClientError::Invalid("reserve".into()));
                         tally.record(index, Err(e))
@@ -646,7 +646,7 @@ impl PyClient {
             let mut tally = Tally::default();
             let mut conn = self.lock();
             let result = pipeline(&mut conn, window, None, fill, |index, reply| {
-                let outcome = put.expect(reply).and_then(|r| match r {
+                let outcome = command::expect(&put, reply).and_then(|r| match r {
                     Reply::Inserted(id) => Ok(id),
                     other => Err(unexpected(&other)),
                 });

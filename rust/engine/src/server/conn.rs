@@ -494,7 +494,7 @@ impl Conn {
             pri,
             delay,
             ttr,
-            bytes,
+            body: bytes,
         } = cmd
         {
             // The line only announces the body; the put happens, and reads the

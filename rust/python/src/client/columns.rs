@@ -8,6 +8,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use beanpole_client::batch::{pipeline, BatchFailure, Tally};
+use beanpole_client::command::expect;
 use beanpole_client::{shard, ClientError, Command, ErrorReply, Reply};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::PyValueError;
@@ -181,7 +182,7 @@ impl PyClient {
                         Sent::Use => match reply {
                             Reply::Using(_) => tally.failed.is_none(),
                             other => {
-                                let e = match Command::Use(b"").expect(other) {
+                                let e = match expect(&Command::Use(b""), other) {
                                     Err(e) => e,
                                     Ok(r) => unexpected(&r),
                                 };
@@ -193,7 +194,7 @@ impl PyClient {
                             }
                         },
                         Sent::Put => {
-                            let outcome = put.expect(reply).and_then(|r| match r {
+                            let outcome = expect(&put, reply).and_then(|r| match r {
                                 Reply::Inserted(id) => Ok(id),
                                 other => Err(unexpected(&other)),
                             });
@@ -348,7 +349,7 @@ impl PyClient {
                 |index, reply| {
                     let outcome = match reply {
                         Reply::Error(ErrorReply::NotFound) => Ok(None),
-                        other => found(other).map_err(|other| match command(0).expect(other) {
+                        other => found(other).map_err(|other| match expect(&command(0), other) {
                             Err(e) => e,
                             Ok(r) => unexpected(&r),
                         }),

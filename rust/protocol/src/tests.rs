@@ -1,3 +1,6 @@
+//! The parser held to beanstalkd 1.13, line by line: each form, each quirk, each
+//! error reply.
+
 use super::*;
 
 const MAX: u32 = DEFAULT_MAX_JOB_SIZE;
@@ -14,7 +17,7 @@ fn put_forms() {
             pri: 1,
             delay: 2,
             ttr: 3,
-            bytes: 4
+            body: 4
         })
     );
     assert_eq!(
@@ -23,7 +26,7 @@ fn put_forms() {
             pri: 0,
             delay: 0,
             ttr: 1,
-            bytes: 1
+            body: 1
         })
     );
     assert_eq!(
@@ -32,7 +35,7 @@ fn put_forms() {
             pri: 0,
             delay: 0,
             ttr: 1,
-            bytes: 1
+            body: 1
         })
     );
     assert_eq!(p("put"), Err(ProtocolError::UnknownCommand));
