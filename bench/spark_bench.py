@@ -25,7 +25,9 @@ What is measured:
   micro-batch (``maxRowsPerTrigger``), into a ``noop`` sink; every job is deleted once
   its batch is in the sink, and the run checks that the tube is empty afterwards. The
   time is from ``start()`` to the end of the query (query start included); the jobs
-  are put again before each run, outside the time.
+  are put again before each run, outside the time. Beside it, the CPU seconds each part
+  of the process tree spent per run, which a busy machine disturbs far less than the
+  wall time: the measure to compare two builds of the reader with.
 
 The JVM start (``getOrCreate``) and the first query (Spark starts its Python
 workers then) are reported apart from the warm runs; figures are medians of the
@@ -325,7 +327,15 @@ def fill_tube(address: str, tube: str, jobs: int, body_size: int) -> None:
         client.put_many(str(i).encode().ljust(body_size, b"x") for i in range(jobs))
 
 
-def timed_stream(spark: Any, address: str, tube: str, checkpoint: Path, batch: int) -> float:
+def timed_stream(
+    spark: Any, address: str, tube: str, checkpoint: Path, batch: int
+) -> tuple[float, dict[str, float]]:
+    """One availableNow query over the tube: seconds (-1 if it read nothing) and the
+    CPU seconds of each part of the process tree meanwhile."""
+    _bench_on_path()
+    import cpu_tree
+
+    before = cpu_tree.sample()
     started = time.perf_counter()
     query = (
         spark.readStream.format("beanpole")
@@ -340,14 +350,16 @@ def timed_stream(spark: Any, address: str, tube: str, checkpoint: Path, batch: i
     )
     query.awaitTermination()
     elapsed = time.perf_counter() - started
+    cpu = cpu_tree.spent(before, cpu_tree.sample())
     read = sum(p["numInputRows"] for p in query.recentProgress)
-    return elapsed if read else -1.0
+    return (elapsed if read else -1.0), cpu
 
 
 def stream_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str, Any]:
     """The streaming reader's figure: jobs per second through a noop sink."""
     batch = min(STREAM["batch"], jobs)
     times: list[float] = []
+    cpus: list[dict[str, float]] = []
     with (
         tempfile.TemporaryDirectory(prefix="beanpole-spark-bench-") as tmp,
         beanpole.Server(listen="127.0.0.1", port=0) as srv,
@@ -357,7 +369,9 @@ def stream_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str,
         for run in range(runs + 1):
             tube = f"bench{run}"
             fill_tube(address, tube, jobs, body_size)
-            times.append(timed_stream(spark, address, tube, Path(tmp) / f"cp{run}", batch))
+            took, cpu = timed_stream(spark, address, tube, Path(tmp) / f"cp{run}", batch)
+            times.append(took)
+            cpus.append(cpu)
             with beanpole.Client(address) as client:
                 try:
                     left = client.stats_tube(tube)
@@ -375,6 +389,10 @@ def stream_figure(spark: Any, jobs: int, runs: int, body_size: int) -> dict[str,
         "warm_s": warm,
         "median_s": median,
         "jobs_per_s": jobs / median,
+        # Median CPU seconds per warm run, by part of the process tree (the driver
+        # holds the embedded server): a measure a busy machine disturbs far less
+        # than the wall time, for comparing two builds of the reader.
+        "cpu_s": {role: statistics.median(c[role] for c in cpus[1:]) for role in cpus[0]},
     }
 
 
@@ -505,6 +523,13 @@ def report_stream(figure: dict[str, Any]) -> None:
         f"  {figure['jobs_per_s']:>12,.0f} jobs/s  median {figure['median_s']:.3f} s "
         f"(warm runs {warm}; first query {figure['first_s']:.2f} s)"
     )
+    cpu = figure.get("cpu_s")
+    if cpu:
+        parts = " / ".join(f"{cpu[r]:.2f}" for r in ("driver", "jvm", "workers"))
+        print(
+            f"  CPU seconds per run (median): driver with the embedded server / JVM / "
+            f"Python workers = {parts} = {sum(cpu.values()):.2f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,6 +43,7 @@ def test_spark_bench_smoke(spark: Any, capsys: Any) -> None:
     stream = result["stream"]
     assert stream["jobs"] == 3000 and len(stream["warm_s"]) == 1
     assert stream["jobs_per_s"] > 0
+    assert set(stream["cpu_s"]) == {"driver", "jvm", "workers"}
     assert result["touch"]["jobs"] == 3000 and result["touch"]["median_s"] > 0
     bench.report(result)
     out = capsys.readouterr().out
