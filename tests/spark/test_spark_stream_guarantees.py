@@ -216,6 +216,38 @@ def test_touches_are_pipelined_and_keep_a_held_batch(
     assert counts(address, "h") == {}
 
 
+def test_ttrs_are_read_once_at_the_fourth_touch_then_touches_follow_them(
+    server: beanpole.Server, pyspark_api: None
+) -> None:
+    """A batch of TTR-60 jobs held long: touched every half second until the fourth
+    touch, where the TTRs are read once (one stats-job per job); then the next touch
+    is half a minute away, so no fifth pass comes soon after."""
+    from beanpole.spark.stream_holds import TOUCHES_BEFORE_TTRS, Holds
+    from beanpole.spark.stream_options import StreamSettings
+
+    address = _address(server)
+    n = 200
+    with beanpole.Client(address, encoding=None, use="long") as c:
+        c.put_many((b"y%d" % i for i in range(n)), ttr=60)
+    holds = Holds(StreamSettings.from_options({"servers": address, "tube": "long"}))
+    slots, _ = holds.reserve([(address, "long")], None)
+    base = server.stats()
+    holds.hold(1, slots, time.monotonic())
+    deadline = time.monotonic() + 60
+    while server.stats()["cmd-touch"] - base["cmd-touch"] < TOUCHES_BEFORE_TTRS * n:
+        assert time.monotonic() < deadline, server.stats()["cmd-touch"]
+        time.sleep(0.05)  # sampling the counters while the touch thread works
+    # Three would-be half-second intervals: without the TTRs, a fifth pass would come.
+    time.sleep(1.6)
+    st = server.stats()
+    assert st["cmd-touch"] - base["cmd-touch"] == TOUCHES_BEFORE_TTRS * n
+    assert st["cmd-stats-job"] - base["cmd-stats-job"] == n
+    holds.delete(1, {(address, "long"): [i for v in slots.values() for i in v]},
+                 holds.instances_of(slots))
+    holds.close()
+    assert counts(address, "long") == {}
+
+
 @pytest.mark.parametrize("told", [True, False])
 def test_a_clean_stop_leaves_nothing_the_sink_committed(
     spark: Any, server: beanpole.Server, tmp_path: Path, told: bool
