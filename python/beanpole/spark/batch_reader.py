@@ -25,7 +25,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from ..client import Client
-from ..client_errors import BatchError, NotFoundError
+from ..client.errors import BatchError, NotFoundError
 from .instances import instance_of
 from .options import QueueOptions
 from .rows import ROW_SCHEMA

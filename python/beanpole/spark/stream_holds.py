@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from beanpole.client import Client, ClientError, Job, NotFoundError
+from beanpole.client.blocking import Client, ClientError, Job, NotFoundError
 
 from .instances import delete_ids, instance_of
 from .stream_offsets import JobMap

@@ -49,7 +49,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from beanpole.client import Client, NotFoundError
+from beanpole.client.blocking import Client, NotFoundError
 
 from .instances import instance_of
 from .rows import ROW_SCHEMA

@@ -32,7 +32,7 @@ from pyspark.sql.types import StructType
 
 from .. import _core
 from ..client import Client
-from ..client_errors import BatchError, ClientError, NotFoundError
+from ..client.errors import BatchError, ClientError, NotFoundError
 from .options import NAME, U32_MAX, OptionError, QueueOptions
 
 log = logging.getLogger("beanpole")
