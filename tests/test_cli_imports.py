@@ -36,6 +36,8 @@ SERVE_MODULES = {
     "beanpole.config",
     "beanpole.server.hooks",
     "beanpole.logs",
+    "beanpole.ops",
+    "beanpole.ops.served",
     "beanpole.server.privileges",
     "beanpole.cli.serve_fast",
     "beanpole.cli.serve_options",

@@ -109,3 +109,15 @@ def test_python_dash_m_beanpole_runs_the_command() -> None:
         timeout=60, check=True,
     )
     assert out.stdout == f"beanpole {beanpole.__version__}\n"
+
+
+def test_the_protocol_only_server_refuses_http_instead_of_ignoring_it() -> None:
+    """``beanpole.server.Server`` knows nothing of the HTTP endpoint; asked for one it says
+    so, and ``beanpole.Server`` serves it."""
+    protocol_only = importlib.import_module("beanpole.server").Server
+    server = protocol_only(port=0, listen="127.0.0.1", http="127.0.0.1:0")
+    with pytest.raises(beanpole.ServerError, match="http is served by beanpole.Server"):
+        server.start()
+    assert not server.running
+    with beanpole.Server(port=0, listen="127.0.0.1", http="127.0.0.1:0") as served:
+        assert served.http_address is not None

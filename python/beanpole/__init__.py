@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from beanpole.config import Config as Config
     from beanpole.config import ConfigError as ConfigError
     from beanpole.config import ConfigWarning as ConfigWarning
-    from beanpole.server.embedded import Server as Server
+    from beanpole.ops.served import Server as Server
     from beanpole.server.embedded import ServerError as ServerError
     from beanpole.server.hooks import Event as Event
     from beanpole.server.hooks import HookError as HookError
@@ -58,7 +58,7 @@ _LAZY = {
     "ConfigWarning": "beanpole.config",
     "Event": "beanpole.server.hooks",
     "HookError": "beanpole.server.hooks",
-    "Server": "beanpole.server.embedded",
+    "Server": "beanpole.ops.served",
     "ServerError": "beanpole.server.embedded",
     "Client": "beanpole.client.blocking",
     "Job": "beanpole.client.blocking",

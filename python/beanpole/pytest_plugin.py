@@ -24,7 +24,7 @@ from typing import Protocol, Unpack
 import pytest
 
 from beanpole.config import ConfigChanges
-from beanpole.server.embedded import Server
+from beanpole.ops.served import Server
 
 __all__ = ["ServerFactory", "beanpole_server", "beanpole_server_factory"]
 

@@ -108,7 +108,7 @@ def print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
     if not value or ctx.resilient_parsing:
         return
     try:
-        from beanpole import __version__
+        from beanpole._core import __version__
     except ImportError as err:
         raise click.ClickException(f"beanpole's native module is not available: {err}") from None
     click.echo(f"beanpole {__version__}")

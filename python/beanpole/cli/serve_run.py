@@ -19,8 +19,9 @@ from typing import Any
 
 from beanpole import logs
 from beanpole.config import Config, ConfigError
+from beanpole.ops.served import Server
 from beanpole.server import systemd
-from beanpole.server.embedded import Server, ServerError
+from beanpole.server.embedded import ServerError
 from beanpole.server.hooks import HookError, load_hook
 
 __all__ = ["FlagError", "ServeError", "run"]
@@ -95,7 +96,7 @@ def run(config_file: str | None, flags: dict[str, Any]) -> None:
 
 
 def _version() -> str:
-    from beanpole import __version__
+    from beanpole._core import __version__
 
     return __version__
 

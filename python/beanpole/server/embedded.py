@@ -28,8 +28,6 @@ from beanpole.server.privileges import PrivilegeError, become, check_log_dir_for
 if TYPE_CHECKING:
     from beanpole._core import Admin, ServerHandle, _StatValue
     from beanpole.client.snapshot import Snapshot
-    from beanpole.ops.dashboard import Dashboard
-    from beanpole.ops.http import HttpServer
 
 __all__ = ["Server", "ServerError"]
 
@@ -77,10 +75,8 @@ class Server:
         self._addresses: tuple[tuple[str, int] | str, ...] = ()
         self._stopping = False
         self._hooks = Dispatcher(self._config.hook_queue)
-        # Admin calls and the HTTP endpoint (see the section at the end of the class).
+        # Admin calls (see the section at the end of the class).
         self._admin: Admin | None = None
-        self._http: HttpServer | None = None
-        self._dashboard: Dashboard | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -107,8 +103,8 @@ class Server:
                     check_log_dir_for(account, cfg.binlog_dir)
             except PrivilegeError as err:
                 raise ServerError(str(err)) from None
-            # Read before switching user: the token files may be readable by root only.
-            tokens = _tokens(cfg)
+            # Before switching user: the files may be readable by root only.
+            self._prepare_beside()
             try:
                 handle = _start_native(cfg, self._listen_fds)
             finally:
@@ -129,7 +125,12 @@ class Server:
             self._address = handle.address
             self._addresses = tuple(handle.addresses)
             self._hooks.attach(handle)
-            self._start_http(handle, tokens)
+            try:
+                self._start_beside(handle)
+            except BaseException:
+                handle.stop()
+                self._stopping = True
+                raise
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -142,9 +143,10 @@ class Server:
             handle = self._handle
             if handle is None:
                 return
-        # The HTTP endpoint and the dashboard's sampler first: until they are gone they
-        # may still ask this server for a snapshot, which a stopping server refuses.
-        self._stop_http()
+        # What runs beside the engine first (the HTTP endpoint and the dashboard's
+        # sampler of beanpole.Server): until it is gone it may still ask this server for
+        # a snapshot, which a stopping server refuses.
+        self._stop_beside()
         with self._lock:
             first = not self._stopping
             self._stopping = True
@@ -192,16 +194,12 @@ class Server:
         """Read the TLS certificate, key and client CA files again.
 
         Connections accepted from now on use the new files; open connections keep the
-        session they have. This covers the ``tls:`` listeners and an HTTPS endpoint
-        (``http`` of ``tls:HOST:PORT``). Returns False when the server has neither.
-        Raises :class:`OSError` when a file cannot be read or used; the certificates in
-        force are then kept.
+        session they have. This covers the ``tls:`` listeners and, with
+        :class:`beanpole.Server`, an HTTPS endpoint (``http`` of ``tls:HOST:PORT``).
+        Returns False when the server has neither. Raises :class:`OSError` when a file
+        cannot be read or used; the certificates in force are then kept.
         """
-        reloaded = self._running_handle().reload_tls()
-        http = self._http
-        if http is not None and http.reload_tls():
-            reloaded = True
-        return reloaded
+        return self._running_handle().reload_tls()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server stops, at most ``timeout`` seconds; True if it stopped."""
@@ -210,7 +208,7 @@ class Server:
     def serve_forever(
         self,
         *,
-        on_ready: Callable[[Server], None] | None = None,
+        on_ready: Callable[[Self], None] | None = None,
         on_signal: Callable[[signal.Signals], None] | None = None,
     ) -> None:
         """Serve until the server is stopped; start it first if needed.
@@ -439,17 +437,6 @@ class Server:
         store lock, in seconds; 0.0 before the first."""
         return 0.0 if self._admin is None else self._admin.last_snapshot_lock_seconds
 
-    @property
-    def http_address(self) -> tuple[str, int] | None:
-        """``(host, port)`` the HTTP endpoint (``/metrics``, ``/healthz``, ``/readyz``)
-        listens on, or None without ``http`` in the config."""
-        http = self._http
-        return None if http is None else http.address
-
-    def dashboard(self) -> Dashboard | None:
-        """The web dashboard served on the HTTP endpoint, or None without ``http``."""
-        return self._dashboard
-
     def _admin_handle(self) -> Admin:
         handle = self._running_handle()
         if self._admin is None:
@@ -458,37 +445,27 @@ class Server:
             self._admin = Admin(handle)
         return self._admin
 
-    def _start_http(
-        self, handle: ServerHandle, tokens: tuple[bytes | None, bytes | None]
-    ) -> None:
-        if self._config.http is None:
-            return
-        from beanpole.ops.dashboard import Dashboard, LocalSource
-        from beanpole.ops.http import serve_http
+    # -- what a layer above runs beside the engine ---------------------------------------
 
-        admin, read = tokens
-        dashboard = Dashboard([LocalSource(self)], admin, read_token=read)
-        try:
-            self._http = serve_http(self, self._config.http, dashboard)
-            self._dashboard = dashboard
-        except (OSError, ValueError) as err:
-            dashboard.close()
-            handle.stop()
-            self._stopping = True
-            if isinstance(err, ValueError):
-                raise ServerError(f"cannot serve HTTP on {self._config.http}: {err}") from None
-            reason = err.strerror or str(err)
-            raise OSError(
-                err.errno, f"cannot serve HTTP on {self._config.http}: {reason}"
-            ) from None
+    def _prepare_beside(self) -> None:
+        """Read what :meth:`_start_beside` will need, before the process switches user.
 
-    def _stop_http(self) -> None:
-        http, self._http = self._http, None
-        if http is not None:
-            http.close()
-        dashboard, self._dashboard = self._dashboard, None
-        if dashboard is not None:
-            dashboard.close()
+        This class serves the beanstalkd protocol only: the HTTP endpoint and the
+        dashboard are :class:`beanpole.Server`'s (``beanpole.ops.served``), which
+        overrides these three methods; here ``http`` is refused rather than ignored.
+        """
+        if self._config.http is not None:
+            raise ServerError(
+                "http is served by beanpole.Server; beanpole.server.Server serves the "
+                "protocol only"
+            )
+
+    def _start_beside(self, handle: ServerHandle) -> None:
+        """Start what runs beside the engine, once it serves (under the start lock). If
+        this raises, the engine is stopped and the error goes to the caller of start."""
+
+    def _stop_beside(self) -> None:
+        """Stop what :meth:`_start_beside` started; called first by :meth:`stop`."""
 
     def __repr__(self) -> str:
         if self._handle is None:
@@ -547,25 +524,6 @@ def _admin_call(call: Callable[..., _R], *args: object) -> _R:
         from beanpole.client.snapshot import NotFoundError
 
         raise NotFoundError(*err.args) from None
-
-
-def _tokens(cfg: Config) -> tuple[bytes | None, bytes | None]:
-    """The dashboard's admin and read tokens, read from ``admin_token_file`` and
-    ``http_read_token_file`` (None without the file or without ``http``)."""
-    if cfg.http is None or (cfg.admin_token_file is None and cfg.http_read_token_file is None):
-        return None, None
-    from beanpole.ops.dashboard import TokenError, load_token
-
-    try:
-        admin = None if cfg.admin_token_file is None else load_token(cfg.admin_token_file)
-        read = (
-            None
-            if cfg.http_read_token_file is None
-            else load_token(cfg.http_read_token_file, "read token")
-        )
-    except TokenError as err:
-        raise ServerError(str(err)) from None
-    return admin, read
 
 
 def _start_native(cfg: Config, listen_fds: tuple[int, ...] = ()) -> ServerHandle:
