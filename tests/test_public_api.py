@@ -116,7 +116,7 @@ def test_the_protocol_only_server_refuses_http_instead_of_ignoring_it() -> None:
     so, and ``beanpole.Server`` serves it."""
     protocol_only = importlib.import_module("beanpole.server").Server
     server = protocol_only(port=0, listen="127.0.0.1", http="127.0.0.1:0")
-    with pytest.raises(beanpole.ServerError, match="http is served by beanpole.Server"):
+    with pytest.raises(beanpole.ServerError, match=r"http is served by beanpole\.Server"):
         server.start()
     assert not server.running
     with beanpole.Server(port=0, listen="127.0.0.1", http="127.0.0.1:0") as served:
