@@ -9,12 +9,15 @@ shown; ``beanpole --help`` lists them from that table without importing any.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
 import click
 from click.utils import make_default_short_help
 
-__all__ = ["COMMANDS", "CONTEXT_SETTINGS", "cli", "print_version"]
+__all__ = ["COMMANDS", "CONTEXT_SETTINGS", "cli", "print_version", "version_option"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 #: Every subcommand: its module, the command object's name there, and the first
 #: paragraph of its help (what ``beanpole --help`` shows, shortened as click does).
@@ -115,14 +118,21 @@ def print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> N
     ctx.exit()
 
 
+def version_option(*short: str) -> Callable[[_F], _F]:
+    """``--version`` (and the ``short`` names): print beanpole's version and exit. The
+    group's and ``serve``'s (which also takes beanstalkd's ``-v``)."""
+    return click.option(
+        *short,
+        "--version",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=print_version,
+        help="Show the version and exit.",
+    )
+
+
 @click.group(name="beanpole", cls=_LazyGroup, context_settings=CONTEXT_SETTINGS)
-@click.option(
-    "--version",
-    is_flag=True,
-    expose_value=False,
-    is_eager=True,
-    callback=print_version,
-    help="Show the version and exit.",
-)
+@version_option()
 def cli() -> None:
     """beanpole: a beanstalkd-compatible work-queue server."""

@@ -12,7 +12,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
@@ -32,6 +32,7 @@ _FORMATS: Final = ("table", "json", "yaml", "prometheus")
 _DEFAULT_MAX_TUBES: Final = Config().metrics_max_tubes
 _DEFAULT_HTTP_CONNECTIONS: Final = Config().http_max_connections
 _FILE: Final = click.Path(exists=True, dir_okay=False)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 _host_option = click.option(
     "-H",
@@ -167,6 +168,17 @@ def top(host: str, tls: TLSOptions | None, interval: float, once: bool) -> None:
         client.close()
 
 
+def _token_file_option(flag: str, name: str) -> Callable[[_F], _F]:
+    """A token file option of the exporter: the setting ``name`` of ``beanpole serve``,
+    with its help text and its environment variable."""
+    return click.option(
+        flag,
+        envvar=env_var(name),
+        metavar="FILE",
+        help=f"{help_text(name)}  [env: {env_var(name)}]",
+    )
+
+
 @click.command()
 @click.option(
     "--target",
@@ -200,18 +212,8 @@ def top(host: str, tls: TLSOptions | None, interval: float, once: bool) -> None:
     metavar="SECONDS",
     help="How long a scrape waits for each server.",
 )
-@click.option(
-    "--admin-token-file",
-    envvar=env_var("admin_token_file"),
-    metavar="FILE",
-    help=f"{help_text('admin_token_file')}  [env: {env_var('admin_token_file')}]",
-)
-@click.option(
-    "--http-read-token-file",
-    envvar=env_var("http_read_token_file"),
-    metavar="FILE",
-    help=f"{help_text('http_read_token_file')}  [env: {env_var('http_read_token_file')}]",
-)
+@_token_file_option("--admin-token-file", "admin_token_file")
+@_token_file_option("--http-read-token-file", "http_read_token_file")
 @click.option(
     "--http-allowed-host",
     "allowed_hosts",

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from beanpole.cli.group import CONTEXT_SETTINGS, print_version
+from beanpole.cli.group import CONTEXT_SETTINGS, version_option
 from beanpole.cli.serve_options import CONFIG_OPTION, OPTIONS, SETTINGS, Option
 from beanpole.cli.serve_run import FlagError, ServeError, run
 from beanpole.config import CONFIG_FILE_ENV, Config, env_var, help_text
@@ -78,15 +78,6 @@ def _click_option(option: Option) -> Callable[[_F], _F]:
     return click.option(*option.decls, option.name, **kwargs)
 
 
-_VERSION_OPTION = click.option(
-    "-v",
-    "--version",
-    is_flag=True,
-    expose_value=False,
-    is_eager=True,
-    callback=print_version,
-    help="Show the version and exit.",
-)
 
 
 _SERVE_EPILOG = f"""\b
@@ -160,7 +151,7 @@ def _build() -> click.Command:
     for option in OPTIONS:
         decorators.append(_click_option(option))
         if option.name == "verbose":
-            decorators.append(_VERSION_OPTION)
+            decorators.append(version_option("-v"))
     for decorate in reversed(decorators):
         command = decorate(command)
     return click.command(name="serve", epilog=_SERVE_EPILOG, context_settings=CONTEXT_SETTINGS)(
