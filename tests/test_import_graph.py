@@ -13,6 +13,7 @@ the same for module paths; this test also sees relative imports and every layer 
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,15 @@ def test_a_layer_violation_is_found() -> None:
         "beanpole.server.embedded (server) imports beanpole.ops.http (ops), a higher layer",
         "beanpole.spark.writer (spark) imports beanpole.server.hooks (server)",
     ]
+
+
+def test_every_module_says_what_it_holds_and_may_import() -> None:
+    """Each module's docstring says what it holds and, in a sentence about imports, what
+    it must not import (its layer), as the engine's files do."""
+
+    missing = []
+    for path in sorted((ROOT / "beanpole").rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        if len(doc) < 40 or "import" not in doc:
+            missing.append(str(path.relative_to(ROOT)))
+    assert missing == []

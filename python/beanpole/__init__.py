@@ -6,6 +6,8 @@ Run one in-process (``with beanpole.Server(port=0) as srv: ...``) or from the co
 ``Job``, the ``ClientError`` family ...) is loaded from its module on first use, and the
 native module when a server starts or ``beanpole.__version__`` is read. So a command
 such as ``beanpole serve`` pays only for the modules it uses.
+
+The front door: may import any layer; nothing in the package imports it.
 """
 
 from __future__ import annotations

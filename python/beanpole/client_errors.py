@@ -4,6 +4,9 @@
 by the module name ``beanpole.client_errors`` (``rust/python/src/client/items.rs``). This
 module only names them there; it goes once the native module imports
 ``beanpole.client.errors`` itself. Nothing in the Python package imports it.
+
+Client layer: imports the settings, ``beanpole.addr`` and the native module at most;
+nothing of ``beanpole.server``, ``.ops``, ``.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ logger: the start line, signals, hook failures, and the engine's own lines (conn
 with ``-V``, log errors), which the hook thread hands over (see :mod:`beanpole.server.hooks`).
 An embedding program configures logging as it likes; ``beanpole serve`` calls
 :func:`setup`.
+
+Lowest layer: imports no other beanpole module; every layer may import it.
 """
 
 from __future__ import annotations

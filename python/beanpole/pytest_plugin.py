@@ -13,6 +13,8 @@ for them::
 
 Every server is a real one, running in the test process on 127.0.0.1 and a free port, and
 is stopped when the test ends.
+
+The front door: may import any layer; nothing in the package imports it.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ help, version and error included, goes to the click group (:mod:`beanpole.cli.gr
 whose subcommands load on first use. ``beanpole.cli.cli`` is that
 group, loaded when asked for. ``tests/test_cli_imports.py`` keeps the import graph of a
 start small.
+
+The command, the top layer: imports any layer but ``beanpole.spark``; only the front
+door (``beanpole.__main__``, the console script) and the command's own modules
+import it.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ Every command takes ``-H/--host HOST:PORT|unix:PATH`` (default ``127.0.0.1:11300
 listener. ``--json`` prints data as JSON. A failure prints one line and exits 1;
 usage errors exit 2. The client is imported when a command runs, so ``import
 beanpole.cli`` stays light.
+
+The command, the top layer: imports any layer but ``beanpole.spark``; only the front
+door (``beanpole.__main__``, the console script) and the command's own modules
+import it.
 """
 
 from __future__ import annotations

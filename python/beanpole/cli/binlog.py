@@ -9,6 +9,10 @@ server is using.
 * ``compact DIR`` rewrites the live jobs into fresh segments and removes the rest;
 * ``import BEANSTALKD_DIR DIR`` converts a beanstalkd ``binlog.N`` directory into a
   beanpole log, so an operator can switch servers without losing jobs.
+
+The command, the top layer: imports any layer but ``beanpole.spark``; only the front
+door (``beanpole.__main__``, the console script) and the command's own modules
+import it.
 """
 
 from __future__ import annotations

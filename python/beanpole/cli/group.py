@@ -5,6 +5,10 @@ Each subcommand lives in a module of its own (``serve`` in :mod:`beanpole.cli.se
 :mod:`beanpole.cli.admin`, ``binlog`` in :mod:`beanpole.cli.binlog`), named in
 :data:`COMMANDS` and imported only when that command runs or its help is
 shown; ``beanpole --help`` lists them from that table without importing any.
+
+The command, the top layer: imports any layer but ``beanpole.spark``; only the front
+door (``beanpole.__main__``, the console script) and the command's own modules
+import it.
 """
 
 from __future__ import annotations

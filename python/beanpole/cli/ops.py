@@ -3,6 +3,10 @@
 All three talk the beanstalkd protocol over a socket (:mod:`beanpole.client.stats`), so they
 work against any beanstalkd-protocol server, beanpole or stock beanstalkd. Errors (an
 unreachable server, a missing tube or job) are one line on stderr and exit status 1.
+
+The command, the top layer: imports any layer but ``beanpole.spark``; only the front
+door (``beanpole.__main__``, the console script) and the command's own modules
+import it.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ Exit status: 0 after a clean stop, 2 for a usage error (unknown flag, malformed 
 out-of-range flag value, ``-f`` with ``-F``), 1 with a one-line message for anything else
 that prevents serving (address in use, bad environment variable or config file, unknown
 user, a log directory that is locked, corrupt or holds beanstalkd binlog files).
+
+The command, the top layer: imports any layer but ``beanpole.spark``; only the front
+door (``beanpole.__main__``, the console script) and the command's own modules
+import it.
 """
 
 from __future__ import annotations

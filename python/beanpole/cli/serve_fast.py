@@ -9,6 +9,10 @@ else — ``--help``, ``--version``, an unknown option or one without its value, 
 click would refuse or convert in its own way, ``-f`` with ``-F``, an argument — is
 left to click: :func:`serve` returns, and the click command parses the command line
 and reports what it finds, exactly as before.
+
+The command, the top layer: imports any layer but ``beanpole.spark``; only the front
+door (``beanpole.__main__``, the console script) and the command's own modules
+import it.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@
 and :mod:`beanpole.cli.serve_fast` parses the common, well-formed command lines with it
 without importing click (a start is mostly imports). Adding a ``serve`` option means
 adding a row here (and, for a setting, a :class:`beanpole.Config` field of that name).
+
+The command, the top layer: imports any layer but ``beanpole.spark``; only the front
+door (``beanpole.__main__``, the console script) and the command's own modules
+import it.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ Both parsers of the command line call :func:`run`: the click command
 so this module imports no click. What stops a start is raised as :class:`ServeError`
 (the command prints ``Error: ...`` and exits with status 1), or :class:`FlagError`
 when a flag's value is refused (a usage error of that flag, exit status 2).
+
+The command, the top layer: imports any layer but ``beanpole.spark``; only the front
+door (``beanpole.__main__``, the console script) and the command's own modules
+import it.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ The decorated command receives one ``tls`` argument instead: the checked
 :class:`beanpole.client.tls.TLSOptions`, or None for a plain connection. Any of the file
 options turns TLS on by itself. The options have no environment variables: the
 ``BEANPOLE_TLS_*`` names belong to ``beanpole serve``'s own certificate settings.
+
+The command, the top layer: imports any layer but ``beanpole.spark``; only the front
+door (``beanpole.__main__``, the console script) and the command's own modules
+import it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """``put_many`` for pyarrow arrays: the native client reads the array's offsets and data
 buffers directly (through the buffer protocol), so no Python object is made per job.
-pyarrow itself is never imported here; the array brings it along."""
+pyarrow itself is never imported here; the array brings it along.
+
+Client layer: imports the settings, ``beanpole.addr`` and the native module at most;
+nothing of ``beanpole.server``, ``.ops``, ``.cli`` or ``.spark``.
+"""
 
 from __future__ import annotations
 

@@ -11,6 +11,9 @@ Cancelling a coroutine that is waiting on the server (a ``reserve``, say) closes
 connection: the protocol has no way to take a command back, and closing is what makes
 the server give back any job it reserved for us, so nothing is held or lost. The client
 then raises ``NotConnectedError``; make a new one.
+
+Client layer: imports the settings, ``beanpole.addr`` and the native module at most;
+nothing of ``beanpole.server``, ``.ops``, ``.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ On top of that come pipelined batches (``put_many``, ``reserve_many``, ``delete_
 ``release_many``, ``bury_many``) that keep up to ``window`` commands in flight. Every call
 releases the GIL while it waits on the network. Errors are the classes of
 :mod:`beanpole.client.errors`, re-exported here. It works with stock beanstalkd too.
+
+Client layer: imports the settings, ``beanpole.addr`` and the native module at most;
+nothing of ``beanpole.server``, ``.ops``, ``.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

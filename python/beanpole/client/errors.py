@@ -4,6 +4,9 @@ raise them without importing the client (this module imports nothing of beanpole
 ``ClientError`` is the root. Server error replies are ``BeanstalkdError`` subclasses named
 as in greenstalk; a failed, lost or timed-out connection is a ``ClientConnectionError``,
 which is also Python's built-in ``ConnectionError``.
+
+Client layer: imports the settings, ``beanpole.addr`` and the native module at most;
+nothing of ``beanpole.server``, ``.ops``, ``.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

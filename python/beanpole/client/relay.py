@@ -11,6 +11,9 @@ The relay ends, closing both sides, as soon as either side is gone: the client c
 (or being interrupted) ends it at once; the server closing, or failing the session with
 an alert, lets it deliver what the server had sent and then close the client's end, so
 a waiting call gets ``ConnectionLostError`` rather than waiting for ever.
+
+Client layer: imports the settings, ``beanpole.addr`` and the native module at most;
+nothing of ``beanpole.server``, ``.ops``, ``.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@
 * ``put_many`` splits the items by server and pipelines to all of them concurrently.
 * A server that cannot be reached raises ``ServerDownError`` naming it; with
   ``skip_down=True`` it is left out instead and puts go to the others.
+
+Client layer: imports the settings, ``beanpole.addr`` and the native module at most;
+nothing of ``beanpole.server``, ``.ops``, ``.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 The calls themselves (``tube_stats``, ``job_stats``, ``tubes``, ``pause``, ``kick``,
 ``snapshot``) are methods of the server; the work is done in Rust, under the store lock,
 with the GIL released.
+
+Client layer: imports the settings, ``beanpole.addr`` and the native module at most;
+nothing of ``beanpole.server``, ``.ops``, ``.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

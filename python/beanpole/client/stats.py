@@ -6,6 +6,9 @@ flight), so the stats of 10,000 tubes take a few round trips instead of 10,000. 
 bodies are parsed here: they are flat ``key: value`` lines (or ``- name`` lists), and
 stock beanstalkd writes values such as ``os: #1 SMP`` that a YAML library would read as
 a comment.
+
+Client layer: imports the settings, ``beanpole.addr`` and the native module at most;
+nothing of ``beanpole.server``, ``.ops``, ``.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

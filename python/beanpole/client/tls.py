@@ -8,6 +8,9 @@ the system's CA bundle is trusted, the file Python's ``ssl`` module would use
 (``ssl.get_default_verify_paths()``, which honours ``SSL_CERT_FILE``). An
 ``ssl.SSLContext`` is used as it is, by Python's ``ssl`` behind a relay thread
 (:mod:`beanpole.client.relay`).
+
+Client layer: imports the settings, ``beanpole.addr`` and the native module at most;
+nothing of ``beanpole.server``, ``.ops``, ``.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ connection, with a cap on connections and deadlines), :data:`ROUTE_WORKERS` thre
 for the routes and :data:`APP_WORKERS` for the dashboard, so a slow dashboard view
 never holds up a scrape or a health check. The listen backlog
 (:data:`BACKLOG`) takes a burst of connections without SYN retries.
+
+Ops layer: imports the server, the clients and the settings at most; nothing of
+``beanpole.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ Bounds, so that hostile clients cost neither threads nor memory:
 * a reply must be taken by the client within :data:`WRITE_TIMEOUT` seconds.
 
 The loop thread never waits on a client: every socket is non-blocking.
+
+Ops layer: imports the server, the clients and the settings at most; nothing of
+``beanpole.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

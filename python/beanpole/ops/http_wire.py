@@ -3,6 +3,9 @@ types, reading a request head from bytes, the ``Host`` allowlist, and encoding a
 
 Nothing here does I/O: the connection loop (:mod:`beanpole.ops.http_loop`) feeds the bytes
 it has read to :func:`parse_request` and writes what :func:`encode` returns.
+
+Ops layer: imports the server, the clients and the settings at most; nothing of
+``beanpole.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ A scrape reads one snapshot per server (``stats`` and every tube's ``stats-tube`
 turns it into metric families here; nothing is kept between scrapes. Per-tube series are
 capped: the ``max_tubes`` tubes holding the most jobs get series of their own and the rest
 are summed under ``tube="_other"``.
+
+Ops layer: imports the server, the clients and the settings at most; nothing of
+``beanpole.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

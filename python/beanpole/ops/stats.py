@@ -3,6 +3,9 @@ Prometheus text format. Used by ``beanpole stats`` and ``beanpole top``.
 
 JSON keeps every field with the server's own keys, numbers as numbers. Tables make
 durations and sizes readable (``1h 02m``, ``64.0 KiB``).
+
+Ops layer: imports the server, the clients and the settings at most; nothing of
+``beanpole.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Each frame is one pipelined exchange (``stats``, ``list-tubes``, then every tube's
 ``stats-tube`` in windows), so 10,000 tubes cost a few round trips. Rates are counter
 deltas between two frames. In a terminal, keys are read in cbreak mode; ``q`` quits.
+
+Ops layer: imports the server, the clients and the settings at most; nothing of
+``beanpole.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

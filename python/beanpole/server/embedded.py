@@ -7,6 +7,9 @@ signal handling of :meth:`Server.serve_forever`::
     with Server(port=0) as srv:
         host, port = srv.address
         ...
+
+Server layer: imports the clients' modules, the settings and the native module at most;
+nothing of ``beanpole.ops``, ``.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

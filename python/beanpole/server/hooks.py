@@ -5,6 +5,9 @@ queue (never waiting: a full queue drops the event and counts it), and one Pytho
 thread per server takes events from that queue in order and calls the hooks. The same
 thread hands the engine's log lines to the ``beanpole`` logger. A hook that raises is
 logged with its traceback; the other hooks and the server go on.
+
+Server layer: imports the clients' modules, the settings and the native module at most;
+nothing of ``beanpole.ops``, ``.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

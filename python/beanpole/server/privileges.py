@@ -1,5 +1,8 @@
 """Running as another user (``-u USER``): the account, whether it can write the log
 directory, and the switch itself, made once the sockets are bound and the log is open.
+
+Server layer: imports the clients' modules, the settings and the native module at most;
+nothing of ``beanpole.ops``, ``.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

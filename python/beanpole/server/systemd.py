@@ -9,6 +9,9 @@ Both follow systemd's documented protocols and need no systemd library:
   datagram to the Unix socket named by ``NOTIFY_SOCKET``, as ``sd_notify(3)`` does; a
   name starting with ``@`` is in the abstract namespace.
 - :class:`Notifier` sends ``READY=1`` once and ``STOPPING=1`` once, for ``beanpole serve``.
+
+Server layer: imports the clients' modules, the settings and the native module at most;
+nothing of ``beanpole.ops``, ``.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

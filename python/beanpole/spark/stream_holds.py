@@ -22,6 +22,9 @@ touched then (pipelined), and again every half second; at its second touch its j
 TTRs are read (pipelined ``stats-job``), and from then on it is touched every half of
 the smallest of them. A batch done within half a second costs nothing, one done within
 a second a touch per job.
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations

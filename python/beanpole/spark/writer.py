@@ -12,6 +12,9 @@ listed per server. When a task fails it deletes what it inserted before failing,
 the server can still be reached; the driver's ``abort`` deletes what the tasks that did
 finish inserted. Jobs put on a server that went away stay there, and a retried task
 puts its rows again: enqueueing is at-least-once (docs/spark.md).
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations

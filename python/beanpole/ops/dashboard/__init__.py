@@ -5,6 +5,9 @@ actions. See docs/http.md.
 Modules: :mod:`.app` (routing, the page), :mod:`.api` (the JSON views),
 :mod:`.actions` (the token and the actions), :mod:`.ring` (the 15-minute history),
 :mod:`.sources` (an embedded server or a remote one).
+
+Ops layer: imports the server, the clients and the settings at most; nothing of
+``beanpole.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

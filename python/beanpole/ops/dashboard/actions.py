@@ -11,6 +11,9 @@ endpoint never grants). Reading job bodies takes the same header with the read t
 Every action, done or refused, is logged under the ``beanpole.dashboard`` logger; on
 an embedded server it goes through the in-process admin calls, so the admin hooks see
 its events.
+
+Ops layer: imports the server, the clients and the settings at most; nothing of
+``beanpole.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

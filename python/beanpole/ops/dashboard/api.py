@@ -7,6 +7,9 @@ its own.
 Payloads are bounded: the tube list is filtered, sorted and cut into pages here, at
 most :data:`MAX_PAGE` tubes at a time, and a body is cut at
 :data:`~beanpole.ops.dashboard.sources.BODY_SHOWN` bytes.
+
+Ops layer: imports the server, the clients and the settings at most; nothing of
+``beanpole.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

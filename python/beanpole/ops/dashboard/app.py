@@ -1,5 +1,8 @@
 """The dashboard as an :data:`beanpole.ops.http.App`: the page (``/`` and ``/static/...``),
 the JSON API (:mod:`.api`) and the actions (:mod:`.actions`), for one or more servers.
+
+Ops layer: imports the server, the clients and the settings at most; nothing of
+``beanpole.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ A :class:`Sampler` is one daemon thread per watched server. It exists only when 
 dashboard is served (``--http``), so a server without it pays nothing. Each tick reads
 one snapshot (``stats`` and every tube's ``stats-tube``): from an embedded server under
 one acquisition of the store lock, from a remote one in one pipelined exchange.
+
+Ops layer: imports the server, the clients and the settings at most; nothing of
+``beanpole.cli`` or ``.spark``.
 """
 
 from __future__ import annotations

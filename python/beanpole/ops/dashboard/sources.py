@@ -2,6 +2,9 @@
 calls, in process) or a remote beanstalkd-protocol server (the protocol, for stock
 beanstalkd through ``beanpole exporter``). Both give the same values, keyed as
 ``beanpole stats --format json`` keys them.
+
+Ops layer: imports the server, the clients and the settings at most; nothing of
+``beanpole.cli`` or ``.spark``.
 """
 
 from __future__ import annotations
