@@ -155,7 +155,6 @@ def test_a_layer_violation_is_found() -> None:
 def test_every_module_says_what_it_holds_and_may_import() -> None:
     """Each module's docstring says what it holds and, in a sentence about imports, what
     it must not import (its layer), as the engine's files do."""
-
     missing = []
     for path in sorted((ROOT / "beanpole").rglob("*.py")):
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
