@@ -25,8 +25,8 @@ import urllib.request
 from collections.abc import Sequence
 
 import beanpole
-from beanpole.http import collector_of, metrics_route
-from beanpole.statsclient import StatsClient
+from beanpole.client.stats import StatsClient
+from beanpole.ops.http import collector_of, metrics_route
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -13,8 +13,8 @@ import greenstalk
 import pytest
 
 import beanpole
-from beanpole.admin import TUBE_FIELDS
-from beanpole.statsclient import StatsClient
+from beanpole.client.snapshot import TUBE_FIELDS
+from beanpole.client.stats import StatsClient
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ pays for (``bench/startup.py`` measures it). These tests run real interpreters a
 at ``sys.modules``: ``import beanpole.cli`` and a start must not load the terminal UI
 (rich), the metrics (prometheus_client), Python's TLS (ssl: the server's TLS is rustls),
 asyncio or pyarrow, nor any other command's module; a start with well-formed options
-does not load click either (``beanpole.serve_fast``). ``beanpole --help`` lists the
+does not load click either (``beanpole.cli.serve_fast``). ``beanpole --help`` lists the
 commands without importing them. The checker is tested on imports that do pull those
 modules in, so it can fail.
 """
@@ -22,7 +22,7 @@ import click
 import pytest
 from click.utils import make_default_short_help
 
-from beanpole.cli_group import COMMANDS, cli
+from beanpole.cli.group import COMMANDS, cli
 
 #: Top-level packages neither ``import beanpole.cli`` nor a start may import.
 FORBIDDEN = ("rich", "prometheus_client", "ssl", "asyncio", "pyarrow")
@@ -34,14 +34,21 @@ SERVE_MODULES = {
     "beanpole._core",
     "beanpole.cli",
     "beanpole.config",
-    "beanpole.hooks",
+    "beanpole.config.checks",
+    "beanpole.config.problems",
+    "beanpole.config.settings",
+    "beanpole.config.sources",
+    "beanpole.server.hooks",
     "beanpole.logs",
-    "beanpole.privileges",
-    "beanpole.serve_fast",
-    "beanpole.serve_options",
-    "beanpole.serve_run",
+    "beanpole.ops",
+    "beanpole.ops.served",
+    "beanpole.server.privileges",
+    "beanpole.cli.serve_fast",
+    "beanpole.cli.serve_options",
+    "beanpole.cli.serve_run",
     "beanpole.server",
-    "beanpole.systemd",
+    "beanpole.server.embedded",
+    "beanpole.server.systemd",
 }
 TIMEOUT = 60
 
@@ -72,28 +79,28 @@ def test_import_beanpole_cli_loads_none_of_the_heavy_modules() -> None:
 
 
 def test_a_start_loads_only_what_it_needs() -> None:
-    loaded = modules_after("import beanpole.cli, beanpole.serve_fast, beanpole.serve_run")
+    loaded = modules_after("import beanpole.cli, beanpole.cli.serve_fast, beanpole.cli.serve_run")
     assert forbidden_in(loaded, FORBIDDEN_IN_A_START) == set()
     assert beanpole_modules(loaded) <= SERVE_MODULES
 
 
 def test_the_click_command_of_serve_loads_none_of_the_heavy_modules() -> None:
     """Where click does parse a start (help, errors, odd options)."""
-    loaded = modules_after("import beanpole.cli_serve")
+    loaded = modules_after("import beanpole.cli.serve")
     assert forbidden_in(loaded) == set()
-    assert beanpole_modules(loaded) <= SERVE_MODULES | {"beanpole.cli_serve", "beanpole.cli_group"}
+    assert beanpole_modules(loaded) <= SERVE_MODULES | {"beanpole.cli.serve", "beanpole.cli.group"}
 
 
 def test_the_checker_catches_a_heavy_import() -> None:
     """What the tests above would say if the serve path imported the clients' TLS, the
     stats tables or the metrics: ssl, rich and prometheus_client."""
-    assert "ssl" in forbidden_in(modules_after("import beanpole.client_tls"))
-    assert "rich" in forbidden_in(modules_after("import beanpole.stats"))
+    assert "ssl" in forbidden_in(modules_after("import beanpole.client.tls"))
+    assert "rich" in forbidden_in(modules_after("import beanpole.ops.stats"))
     assert "click" in forbidden_in(
-        modules_after("import beanpole.cli_serve"), FORBIDDEN_IN_A_START
+        modules_after("import beanpole.cli.serve"), FORBIDDEN_IN_A_START
     )
-    assert "prometheus_client" in forbidden_in(modules_after("import beanpole.metrics"))
-    assert beanpole_modules(modules_after("import beanpole.cli_admin")) - SERVE_MODULES
+    assert "prometheus_client" in forbidden_in(modules_after("import beanpole.ops.metrics"))
+    assert beanpole_modules(modules_after("import beanpole.cli.admin")) - SERVE_MODULES
 
 
 def test_a_real_start_imports_none_of_them() -> None:
@@ -124,7 +131,7 @@ def test_a_real_start_imports_none_of_them() -> None:
     imported = {
         line.split("|")[-1].strip() for line in lines if line.startswith("import time:")
     }
-    assert "beanpole.serve_run" in imported  # the listing is read right
+    assert "beanpole.cli.serve_run" in imported  # the listing is read right
     assert forbidden_in(imported, FORBIDDEN_IN_A_START) == set()
     assert beanpole_modules(imported) <= SERVE_MODULES
 
@@ -138,7 +145,7 @@ def test_help_lists_the_commands_without_importing_them() -> None:
         "    pass"
     )
     loaded = modules_after(code)
-    assert beanpole_modules(loaded) == {"beanpole", "beanpole.cli", "beanpole.cli_group"}
+    assert beanpole_modules(loaded) == {"beanpole", "beanpole.cli", "beanpole.cli.group"}
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

@@ -20,9 +20,9 @@ import pytest
 from click.testing import CliRunner
 
 import beanpole
-from beanpole import client_errors as errors
 from beanpole.cli import cli
-from beanpole.client_relay import RELAY_THREAD_NAME
+from beanpole.client import errors as errors
+from beanpole.client.relay import RELAY_THREAD_NAME
 from servechild import TIMEOUT
 from tlscerts import Certs, make_certs
 

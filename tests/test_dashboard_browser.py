@@ -16,7 +16,7 @@ import greenstalk
 import pytest
 
 import beanpole
-from beanpole.dashboard.actions import HIDDEN_NOT_GIVEN
+from beanpole.ops.dashboard.actions import HIDDEN_NOT_GIVEN
 from dashboard_common import TIMEOUT, TOKEN, base_url, exporter, token_file
 from servers import start
 

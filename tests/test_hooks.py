@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import beanpole
-from beanpole.hooks import KINDS, Event, HookError
+from beanpole.server.hooks import KINDS, Event, HookError
 from logserver import TIMEOUT, Child, Client
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import beanpole
-from beanpole.hooks import Event
+from beanpole.server.hooks import Event
 from logserver import TIMEOUT, Client
 
 

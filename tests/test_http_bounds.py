@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import beanpole
-from beanpole.http import HttpServer, Response
+from beanpole.ops.http import HttpServer, Response
 from rawhttp import TIMEOUT, closed_by_server, get, read_answer, request
 
 HEAD = b"GET /ok HTTP/1.1\r\nHost: localhost\r\n"  # never finished: no empty line

@@ -14,7 +14,7 @@ import pytest
 
 import beanpole
 from beanpole.config import Config
-from beanpole.dashboard.actions import HIDDEN_NO_TOKEN, HIDDEN_NOT_GIVEN
+from beanpole.ops.dashboard.actions import HIDDEN_NO_TOKEN, HIDDEN_NOT_GIVEN
 from dashboard_common import TOKEN, token_file
 from rawhttp import TIMEOUT, exchange, get, request
 from servechild import BeanpoleChild as Child

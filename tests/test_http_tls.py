@@ -17,6 +17,7 @@ from rawhttp import TIMEOUT, closed_by_server, get
 from servechild import BeanpoleChild as Child
 from servers import start
 from tlscerts import Certs, make_certs
+from tlscerts import client_context as tls_client_context
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +26,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 
 
 def client_context(certs: Certs, client: bool = False) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=str(certs.ca))
-    if client:
-        context.load_cert_chain(str(certs.client_cert), str(certs.client_key))
-    return context
+    return tls_client_context(certs.ca, (certs.client_cert, certs.client_key) if client else None)
 
 
 def test_https_with_the_queues_certificate(certs: Certs) -> None:

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import beanpole
 from beanpole.cli import cli
-from beanpole.statsclient import StatsClient, parse_body
+from beanpole.client.stats import StatsClient, parse_body
 from servers import Running
 
 

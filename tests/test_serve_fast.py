@@ -1,6 +1,6 @@
 """The fast path of ``beanpole serve`` reads options exactly as the click command does.
 
-``beanpole.serve_fast.parse`` takes the well-formed command lines of a start without
+``beanpole.cli.serve_fast.parse`` takes the well-formed command lines of a start without
 click and leaves every other to click. Here both parse the same generated command lines
 (valid and odd values, every option's spellings): wherever the fast path accepts, its
 result must be click's, and it must never accept what click refuses. Then real
@@ -21,10 +21,10 @@ import pytest
 from click.core import ParameterSource
 from click.testing import CliRunner
 
-from beanpole.cli_group import cli
-from beanpole.cli_serve import serve
-from beanpole.serve_fast import parse
-from beanpole.serve_options import OPTIONS, SETTINGS, Option
+from beanpole.cli.group import cli
+from beanpole.cli.serve import serve
+from beanpole.cli.serve_fast import parse
+from beanpole.cli.serve_options import OPTIONS, SETTINGS, Option
 
 TIMEOUT = 60
 VALUES = {

@@ -20,8 +20,8 @@ import pytest
 from click.testing import CliRunner
 
 import beanpole
-from beanpole import systemd
 from beanpole.cli import cli
+from beanpole.server import systemd
 from servechild import TIMEOUT, ServeChild, command, connect, free_port, stats
 
 pytestmark = pytest.mark.skipif(

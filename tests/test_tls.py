@@ -20,7 +20,7 @@ from click.testing import CliRunner
 import beanpole
 from beanpole.cli import cli
 from servechild import TIMEOUT, ServeChild, command
-from tlscerts import Certs, make_certs
+from tlscerts import Certs, client_context, make_certs
 
 pytestmark = [
     pytest.mark.skipif(
@@ -34,13 +34,6 @@ pytestmark = [
 @pytest.fixture(scope="session")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     return make_certs(tmp_path_factory.mktemp("tls"))
-
-
-def client_context(ca: Path, cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cafile=str(ca))
-    if cert is not None:
-        ctx.load_cert_chain(str(cert[0]), str(cert[1]))
-    return ctx
 
 
 def tls_connect(address: tuple[str, int], ctx: ssl.SSLContext) -> ssl.SSLSocket:

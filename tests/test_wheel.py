@@ -108,10 +108,10 @@ def test_the_wheel_holds_the_command_stubs_static_files_and_notices(wheel: Path)
     scripts.read_string(entry_points)
     assert scripts["console_scripts"]["beanpole"] == "beanpole.cli:main"
     assert "Tag: cp311-abi3-manylinux_2_17_x86_64" in wheel_tags
-    for name in ("beanpole/_core.pyi", "beanpole/py.typed", "beanpole/cli.py"):
+    for name in ("beanpole/_core.pyi", "beanpole/py.typed", "beanpole/cli/__init__.py"):
         assert name in names
-    static = ROOT / "python/beanpole/dashboard/static"
-    expected = {f"beanpole/dashboard/static/{p.name}" for p in static.iterdir()}
+    static = ROOT / "python/beanpole/ops/dashboard/static"
+    expected = {f"beanpole/ops/dashboard/static/{p.name}" for p in static.iterdir()}
     assert expected and expected <= names
     # The licence texts of the linked crates, the same as the committed notice.
     assert notices == (ROOT / "python/beanpole/THIRD_PARTY_NOTICES").read_text()

@@ -4,11 +4,12 @@ the other (a stranger's)."""
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Certs", "make_certs"]
+__all__ = ["Certs", "client_context", "make_certs"]
 
 
 @dataclass(frozen=True)
@@ -68,3 +69,12 @@ def make_certs(d: Path) -> Certs:
     client = _make_leaf(d, "client", ca, "clientAuth")
     stranger = _make_leaf(d, "stranger", other, "clientAuth")
     return Certs(d, ca[0], other[0], *server, *server2, *client, *stranger)
+
+
+def client_context(ca: Path, cert: tuple[Path, Path] | None = None) -> ssl.SSLContext:
+    """A client's TLS context trusting ``ca``, with ``cert`` (certificate, key) as the
+    client's own certificate when given."""
+    context = ssl.create_default_context(cafile=str(ca))
+    if cert is not None:
+        context.load_cert_chain(str(cert[0]), str(cert[1]))
+    return context

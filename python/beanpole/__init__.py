@@ -6,6 +6,8 @@ Run one in-process (``with beanpole.Server(port=0) as srv: ...``) or from the co
 ``Job``, the ``ClientError`` family ...) is loaded from its module on first use, and the
 native module when a server starts or ``beanpole.__version__`` is read. So a command
 such as ``beanpole serve`` pays only for the modules it uses.
+
+The front door: may import any layer; nothing in the package imports it.
 """
 
 from __future__ import annotations
@@ -13,41 +15,41 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from beanpole.async_client import AsyncClient as AsyncClient
-    from beanpole.client import Client as Client
-    from beanpole.client import Job as Job
-    from beanpole.client_errors import BadFormatError as BadFormatError
-    from beanpole.client_errors import BatchError as BatchError
-    from beanpole.client_errors import BeanstalkdError as BeanstalkdError
-    from beanpole.client_errors import BuriedError as BuriedError
-    from beanpole.client_errors import ClientConnectionError as ClientConnectionError
-    from beanpole.client_errors import ClientError as ClientError
-    from beanpole.client_errors import ConnectFailedError as ConnectFailedError
-    from beanpole.client_errors import ConnectionLostError as ConnectionLostError
-    from beanpole.client_errors import ConnectionTimeoutError as ConnectionTimeoutError
-    from beanpole.client_errors import DeadlineSoonError as DeadlineSoonError
-    from beanpole.client_errors import DrainingError as DrainingError
-    from beanpole.client_errors import ExpectedCrlfError as ExpectedCrlfError
-    from beanpole.client_errors import InternalError as InternalError
-    from beanpole.client_errors import JobTooBigError as JobTooBigError
-    from beanpole.client_errors import NotConnectedError as NotConnectedError
-    from beanpole.client_errors import NotFoundError as NotFoundError
-    from beanpole.client_errors import NotIgnoredError as NotIgnoredError
-    from beanpole.client_errors import OutOfMemoryError as OutOfMemoryError
-    from beanpole.client_errors import ServerDownError as ServerDownError
-    from beanpole.client_errors import TimedOutError as TimedOutError
-    from beanpole.client_errors import TLSConfigError as TLSConfigError
-    from beanpole.client_errors import TLSError as TLSError
-    from beanpole.client_errors import UnknownCommandError as UnknownCommandError
-    from beanpole.client_errors import UnknownResponseError as UnknownResponseError
+    from beanpole.client.async_client import AsyncClient as AsyncClient
+    from beanpole.client.blocking import Client as Client
+    from beanpole.client.blocking import Job as Job
+    from beanpole.client.errors import BadFormatError as BadFormatError
+    from beanpole.client.errors import BatchError as BatchError
+    from beanpole.client.errors import BeanstalkdError as BeanstalkdError
+    from beanpole.client.errors import BuriedError as BuriedError
+    from beanpole.client.errors import ClientConnectionError as ClientConnectionError
+    from beanpole.client.errors import ClientError as ClientError
+    from beanpole.client.errors import ConnectFailedError as ConnectFailedError
+    from beanpole.client.errors import ConnectionLostError as ConnectionLostError
+    from beanpole.client.errors import ConnectionTimeoutError as ConnectionTimeoutError
+    from beanpole.client.errors import DeadlineSoonError as DeadlineSoonError
+    from beanpole.client.errors import DrainingError as DrainingError
+    from beanpole.client.errors import ExpectedCrlfError as ExpectedCrlfError
+    from beanpole.client.errors import InternalError as InternalError
+    from beanpole.client.errors import JobTooBigError as JobTooBigError
+    from beanpole.client.errors import NotConnectedError as NotConnectedError
+    from beanpole.client.errors import NotFoundError as NotFoundError
+    from beanpole.client.errors import NotIgnoredError as NotIgnoredError
+    from beanpole.client.errors import OutOfMemoryError as OutOfMemoryError
+    from beanpole.client.errors import ServerDownError as ServerDownError
+    from beanpole.client.errors import TimedOutError as TimedOutError
+    from beanpole.client.errors import TLSConfigError as TLSConfigError
+    from beanpole.client.errors import TLSError as TLSError
+    from beanpole.client.errors import UnknownCommandError as UnknownCommandError
+    from beanpole.client.errors import UnknownResponseError as UnknownResponseError
+    from beanpole.client.sharded import ShardedClient as ShardedClient
     from beanpole.config import Config as Config
     from beanpole.config import ConfigError as ConfigError
     from beanpole.config import ConfigWarning as ConfigWarning
-    from beanpole.hooks import Event as Event
-    from beanpole.hooks import HookError as HookError
-    from beanpole.server import Server as Server
-    from beanpole.server import ServerError as ServerError
-    from beanpole.sharded import ShardedClient as ShardedClient
+    from beanpole.ops.served import Server as Server
+    from beanpole.server.embedded import ServerError as ServerError
+    from beanpole.server.hooks import Event as Event
+    from beanpole.server.hooks import HookError as HookError
 
     __version__: str
 
@@ -56,38 +58,46 @@ _LAZY = {
     "Config": "beanpole.config",
     "ConfigError": "beanpole.config",
     "ConfigWarning": "beanpole.config",
-    "Event": "beanpole.hooks",
-    "HookError": "beanpole.hooks",
-    "Server": "beanpole.server",
-    "ServerError": "beanpole.server",
-    "Client": "beanpole.client",
-    "Job": "beanpole.client",
-    "AsyncClient": "beanpole.async_client",
-    "ShardedClient": "beanpole.sharded",
-    "BadFormatError": "beanpole.client_errors",
-    "BatchError": "beanpole.client_errors",
-    "BeanstalkdError": "beanpole.client_errors",
-    "BuriedError": "beanpole.client_errors",
-    "ClientConnectionError": "beanpole.client_errors",
-    "ClientError": "beanpole.client_errors",
-    "ConnectFailedError": "beanpole.client_errors",
-    "ConnectionLostError": "beanpole.client_errors",
-    "ConnectionTimeoutError": "beanpole.client_errors",
-    "DeadlineSoonError": "beanpole.client_errors",
-    "DrainingError": "beanpole.client_errors",
-    "ExpectedCrlfError": "beanpole.client_errors",
-    "InternalError": "beanpole.client_errors",
-    "JobTooBigError": "beanpole.client_errors",
-    "NotConnectedError": "beanpole.client_errors",
-    "NotFoundError": "beanpole.client_errors",
-    "NotIgnoredError": "beanpole.client_errors",
-    "OutOfMemoryError": "beanpole.client_errors",
-    "ServerDownError": "beanpole.client_errors",
-    "TimedOutError": "beanpole.client_errors",
-    "TLSConfigError": "beanpole.client_errors",
-    "TLSError": "beanpole.client_errors",
-    "UnknownCommandError": "beanpole.client_errors",
-    "UnknownResponseError": "beanpole.client_errors",
+    "Event": "beanpole.server.hooks",
+    "HookError": "beanpole.server.hooks",
+    "Server": "beanpole.ops.served",
+    "ServerError": "beanpole.server.embedded",
+    "Client": "beanpole.client.blocking",
+    "Job": "beanpole.client.blocking",
+    "AsyncClient": "beanpole.client.async_client",
+    "ShardedClient": "beanpole.client.sharded",
+    "BadFormatError": "beanpole.client.errors",
+    "BatchError": "beanpole.client.errors",
+    "BeanstalkdError": "beanpole.client.errors",
+    "BuriedError": "beanpole.client.errors",
+    "ClientConnectionError": "beanpole.client.errors",
+    "ClientError": "beanpole.client.errors",
+    "ConnectFailedError": "beanpole.client.errors",
+    "ConnectionLostError": "beanpole.client.errors",
+    "ConnectionTimeoutError": "beanpole.client.errors",
+    "DeadlineSoonError": "beanpole.client.errors",
+    "DrainingError": "beanpole.client.errors",
+    "ExpectedCrlfError": "beanpole.client.errors",
+    "InternalError": "beanpole.client.errors",
+    "JobTooBigError": "beanpole.client.errors",
+    "NotConnectedError": "beanpole.client.errors",
+    "NotFoundError": "beanpole.client.errors",
+    "NotIgnoredError": "beanpole.client.errors",
+    "OutOfMemoryError": "beanpole.client.errors",
+    "ServerDownError": "beanpole.client.errors",
+    "TimedOutError": "beanpole.client.errors",
+    "TLSConfigError": "beanpole.client.errors",
+    "TLSError": "beanpole.client.errors",
+    "UnknownCommandError": "beanpole.client.errors",
+    "UnknownResponseError": "beanpole.client.errors",
+}
+
+# Modules that moved into a subpackage and that docs showed at their old place
+# (``beanpole.systemd.listen_fds()``, ``beanpole.sharded.rendezvous``): still
+# reachable as attributes of the package.
+_MODULES = {
+    "sharded": "beanpole.client.sharded",
+    "systemd": "beanpole.server.systemd",
 }
 
 __all__ = [
@@ -136,6 +146,12 @@ def __getattr__(name: str) -> object:
 
         globals()["__version__"] = version
         return version
+    if name in _MODULES:
+        import importlib
+
+        value = importlib.import_module(_MODULES[name])
+        globals()[name] = value
+        return value
     module = _LAZY.get(name)
     if module is not None:
         import importlib

@@ -1,4 +1,7 @@
-"""``python -m beanpole``: the same as the ``beanpole`` command."""
+"""``python -m beanpole``: the same as the ``beanpole`` command.
+
+The front door: may import any layer; nothing in the package imports it.
+"""
 
 from beanpole.cli import main
 

@@ -219,7 +219,7 @@ _Job = tuple[int, bytes]
 class NativeClient:
     """One blocking connection to a beanstalkd-protocol server (used by
     ``beanpole.Client``). Every call releases the GIL while it waits; errors are the
-    classes of ``beanpole.client_errors``."""
+    classes of ``beanpole.client.errors``."""
 
     def __new__(
         cls,
@@ -345,5 +345,5 @@ def shard_column(
     first: int,
 ) -> bytes:
     """The server (an index into ``servers``) of each key of an Arrow binary/string
-    array, by the rendezvous hashing of ``beanpole.sharded``, as packed little-endian
+    array, by the rendezvous hashing of ``beanpole.client.sharded``, as packed little-endian
     uint32; a null key (per ``validity``) goes round robin from ``first``."""

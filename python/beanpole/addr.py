@@ -4,6 +4,8 @@
   (port 11300), or ``unix:PATH``;
 * an HTTP address to serve on (``--http``): ``PORT`` (loopback), ``HOST:PORT`` or
   ``[V6]:PORT``; port 0 picks a free port.
+
+Lowest layer: imports no other beanpole module; every layer may import it.
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 Everything the server says goes through Python's :mod:`logging` under the ``beanpole``
 logger: the start line, signals, hook failures, and the engine's own lines (connections
-with ``-V``, log errors), which the hook thread hands over (see :mod:`beanpole.hooks`).
+with ``-V``, log errors), which the hook thread hands over (see :mod:`beanpole.server.hooks`).
 An embedding program configures logging as it likes; ``beanpole serve`` calls
 :func:`setup`.
+
+Lowest layer: imports no other beanpole module; every layer may import it.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ for them::
 
 Every server is a real one, running in the test process on 127.0.0.1 and a free port, and
 is stopped when the test ends.
+
+The front door: may import any layer; nothing in the package imports it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Protocol, Unpack
 import pytest
 
 from beanpole.config import ConfigChanges
-from beanpole.server import Server
+from beanpole.ops.served import Server
 
 __all__ = ["ServerFactory", "beanpole_server", "beanpole_server_factory"]
 

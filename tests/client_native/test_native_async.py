@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from beanpole import client_errors as errors
-from beanpole.async_client import AsyncClient
 from beanpole.client import Client
+from beanpole.client import errors as errors
+from beanpole.client.async_client import AsyncClient
 from servers import Running
 
 pytestmark = pytest.mark.timeout(60)

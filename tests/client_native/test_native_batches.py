@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from beanpole import client_errors as errors
 from beanpole.client import Client
+from beanpole.client import errors as errors
 from native_common import stop_server
 from servers import Running
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from beanpole import _core
-from beanpole import client_errors as errors
 from beanpole.client import Client
-from beanpole.sharded import rendezvous
+from beanpole.client import errors as errors
+from beanpole.client.sharded import rendezvous
 from servers import Running
 
 pa = pytest.importorskip("pyarrow")

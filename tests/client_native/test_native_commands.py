@@ -14,8 +14,8 @@ import threading
 import pytest
 
 import beanpole
-from beanpole import client_errors as errors
-from beanpole.client import DEFAULT_PRIORITY, Client, Job, parse_yaml
+from beanpole.client import errors as errors
+from beanpole.client.blocking import DEFAULT_PRIORITY, Client, Job, parse_yaml
 from client_common import drain, wait_until
 from native_common import stop_server
 from servers import Running, start

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from beanpole import client_errors as errors
 from beanpole.client import Client
-from beanpole.sharded import ShardedClient, rendezvous
+from beanpole.client import errors as errors
+from beanpole.client.sharded import ShardedClient, rendezvous
 from native_common import stop_server
 from servers import Running, start
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import beanpole
-from beanpole.sharded import rendezvous
+from beanpole.client.sharded import rendezvous
 
 pytestmark = pytest.mark.spark
 

@@ -12,6 +12,9 @@
 
 Importing :mod:`beanpole` does not import this package, so pyspark and pyarrow
 are needed only by those who use it.
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ the instance the row was read from (see :mod:`.instances`). Give it what the sin
 wrote, or a DataFrame that was cached or checkpointed before the write: a reader's
 DataFrame that is evaluated again reads the queue again, and would name other jobs.
 That case is refused.
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ what consumes the rows fails; delete them afterwards with :func:`.ack_rows.ack`)
 ``bury``, or ``none`` (the jobs go back to ready when the connection closes). If the
 task fails or is stopped before that, the connection closes and the server releases
 the jobs. See docs/spark.md.
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from ..client import Client
-from ..client_errors import BatchError, NotFoundError
+from ..client.errors import BatchError, NotFoundError
 from .instances import instance_of
 from .options import QueueOptions
 from .rows import ROW_SCHEMA

@@ -12,6 +12,9 @@ How the live set is worked out one segment at a time is described in
 ``rust/engine/src/wal/table.rs`` and docs/spark.md: the driver reads the directory
 once to plan, and each segment's task gets the few records of later segments that
 change its jobs.
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ rows written by two tasks at once. Nothing is lost: :func:`expand` gives back ex
 the ids, in order.
 
 Packed form: little-endian uint64, the runs' first ids followed by their counts.
-Imports pyarrow only (no pyspark), so the writer's tests can check it alone.
+
+Spark layer: imports pyarrow only (no pyspark, nothing of beanpole), so the writer's
+tests can check it alone.
 """
 
 from __future__ import annotations

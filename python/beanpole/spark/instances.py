@@ -8,6 +8,9 @@ of rows read earlier) first compares the instance recorded with the one the
 connection reached.
 
 Imports only the client.
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ Every bad option raises one :class:`OptionError` (a ``ValueError``) naming the o
 as the user spelled it, on the driver, before any task starts.
 
 Imports nothing from the sources themselves (they import this).
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@
 
 The options (:mod:`.options`) are checked when the source is made, on the driver, so
 a bad one fails the query at once with one message. See docs/spark.md.
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ where it was reserved from; ``priority`` (the streaming reader leaves it null un
 ``withPriority``); ``body`` byte for byte.
 
 Imports only pyarrow.
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations

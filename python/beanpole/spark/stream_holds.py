@@ -25,6 +25,9 @@ the smallest of them. Reading the TTRs costs about as much as four touches (for
 touches made have cost about that much: a batch done within half a second costs
 nothing, one done within two seconds one touch per job per half second, and a batch
 held long never costs more than twice what knowing its TTRs from the start would.
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from beanpole.client import Client, ClientError, Job, NotFoundError
+from beanpole.client.blocking import Client, ClientError, Job, NotFoundError
 
 from .instances import delete_ids, instance_of
 from .stream_offsets import JobMap

@@ -18,6 +18,9 @@ deleted or replayed only on that instance. ``redelivered``, ``lost`` and ``orpha
 are the query's running counts of jobs that may have been delivered twice (see
 docs/spark.md): read again by a replayed batch, whose reservation ran out before the
 delete, and named by the checkpoint on an instance that is gone (left alone).
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations

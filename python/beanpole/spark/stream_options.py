@@ -3,6 +3,9 @@
 Read through the sources' one parser (:mod:`.options`); every problem is one
 ``ValueError`` naming the option, raised when the source is created (at ``.load()``),
 before any query starts.
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations

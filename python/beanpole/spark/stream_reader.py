@@ -26,6 +26,9 @@ into ``SystemExit``, and pyspark's own ``finally`` then calls ``stop``.
 
 Offsets record each server's instance (:mod:`.stream_offsets`); ids are deleted or
 replayed only on that instance.
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from beanpole.client import Client, NotFoundError
+from beanpole.client.blocking import Client, NotFoundError
 
 from .instances import instance_of
 from .rows import ROW_SCHEMA

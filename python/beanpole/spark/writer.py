@@ -13,6 +13,9 @@ kilobytes). When a task fails it deletes what it inserted before failing, where
 the server can still be reached; the driver's ``abort`` deletes what the tasks that did
 finish inserted. Jobs put on a server that went away stay there, and a retried task
 puts its rows again: enqueueing is at-least-once (docs/spark.md).
+
+Spark layer, beside the server: imports the clients, the settings and the native module
+at most; nothing of ``beanpole.server``, ``.ops`` or ``.cli``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from pyspark.sql.types import StructType
 
 from .. import _core
 from ..client import Client
-from ..client_errors import BatchError, ClientError, NotFoundError
+from ..client.errors import BatchError, ClientError, NotFoundError
 from . import id_runs
 from .options import NAME, U32_MAX, OptionError, QueueOptions
 

@@ -4,7 +4,7 @@
 //! behind a mutex that is only ever locked with the GIL released, so a thread
 //! waiting for the mutex never holds the GIL that the owner may need back (batches
 //! take the GIL again, briefly, to pull the next chunk of items from Python).
-//! Errors are raised as the classes of `beanpole.client_errors`.
+//! Errors are raised as the classes of `beanpole.client.errors`.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;

@@ -1,5 +1,5 @@
 //! What the bindings need besides the class: the error classes of
-//! `beanpole.client_errors`, batch items taken from Python (bodies, per-job settings,
+//! `beanpole.client.errors`, batch items taken from Python (bodies, per-job settings,
 //! Arrow buffers) and `BatchError`.
 
 use beanpole_client::batch::{BatchFailure, Cause, Queue};
@@ -9,7 +9,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyList, PyString, PyTuple};
 
-pub(super) const ERRORS: &str = "beanpole.client_errors";
+pub(super) const ERRORS: &str = "beanpole.client.errors";
 
 pub(super) fn error_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     py.import(ERRORS)?.getattr(name)
