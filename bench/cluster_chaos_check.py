@@ -424,17 +424,23 @@ def check(h: History, slack_ns: int = 50_000_000, budget: int = 200_000) -> Verd
         _check_resurrected(body, ops, v)
         _check_duplicates(h, body, ops, ttr_ns, slack_ns, v)
         steps = _steps(h, ops, put)
+        # A bulk kick may have kicked the job if it overlaps the job's life: after its
+        # put was invoked, before the last reply about it (a kick changes nothing
+        # that a later "gone" could tell).
+        last = max((s.ret for s in steps if s.kind != "gone" and s.ret < INF), default=INF)
+        n_kicks = 0
         for k in kicks.get(put.tube or "", ()):
-            if k.end > put.inv:
+            if k.end > put.inv and k.inv < last:
                 steps.append(Step("kick", "KICKED", k.conn, k.inv, k.end, label=k.brief()))
+                n_kicks += 1
         mine = [Ghost(g.conn, g.inv, until[g]) for g in ghosts if _could_take(g, body, put.tube)]
         mine = [g for g in mine if g.until > put.inv]
         timing = Timing(ttr_ns, slack_ns, conn_end)
         result = search(steps, mine, timing, budget)
         if result == "violation":
-            v.linearizability.add(
-                f"{body!r}: " + "; ".join(s.label for s in sorted(steps, key=lambda s: s.inv))
-            )
+            shown = [s.label for s in sorted(steps, key=lambda s: s.inv) if s.kind != "kick"]
+            kicked = f" (and {n_kicks} bulk kicks of its tube)" if n_kicks else ""
+            v.linearizability.add(f"{body!r}{kicked}: " + "; ".join(shown))
         elif result == "undecided":
             v.undecided.add(f"{body!r}: {len(steps)} steps, {len(mine)} reserves without reply")
     _check_timed_out(h, puts, by_job, v)
