@@ -281,3 +281,14 @@ def test_timed_out_reserves_that_are_not_provably_wrong() -> None:
     m.reserve(3, "j1", 40, 41).on(3, "delete", "j1", 42, 43, "DELETED")
     v = check(m.end(100))
     assert v.ok, report(v)
+
+
+def test_on_one_node_a_reserve_without_reply_ends_with_the_process() -> None:
+    m = Made().op(4, "reserve-with-timeout", 2, None, None, watch=["a"])
+    m.put(1, "j2", 10, 11).op(3, "reserve-with-timeout", 20, 21, "TIMED_OUT", watch=["a"])
+    m.reserve(3, "j2", 30, 31).on(3, "delete", "j2", 32, 33, "DELETED")
+    # The reserve of connection 4 may still take j2: not provably wrong.
+    assert check(m.end(100)).ok
+    # After the node was killed and restarted, it cannot.
+    m.fault("kill", 5)
+    assert counts(check(m.end(100))) == {"timed_out": 1}
