@@ -177,8 +177,8 @@ def search(steps: Sequence[Step], ghosts: Sequence[Ghost], t: Timing, budget: in
     steps = sorted(steps, key=lambda s: (s.inv, s.ret))
     n = len(steps)
     required = 0
-    for i, s in enumerate(steps):
-        if s.required:
+    for i, step in enumerate(steps):
+        if step.required:
             required |= 1 << i
     seen: set[tuple[int, State, int, int]] = set()
     stack: list[tuple[int, State, int, int]] = [(0, START, 0, 0)]
