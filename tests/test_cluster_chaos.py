@@ -1,0 +1,121 @@
+"""A short seeded run of ``bench/cluster_chaos.py`` against one node (the long runs are
+in bench/README.md): every fault kind, 0 violations; the same load on a node without
+a log, killed, loses acknowledged jobs and the checker says so; and the proxy's
+faults do what the harness relies on."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+import cluster_chaos
+from cluster_chaos_check import report
+from cluster_chaos_proxy import Proxy
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("beanpole._core") is None,
+    reason="native module beanpole._core is not built (run `maturin develop`)",
+)
+SEED = int(os.environ.get("BEANPOLE_CHAOS_SEED", "11"))
+WAIT = 10.0  # seconds; a deadline for things that take milliseconds
+
+
+def test_a_seeded_run_with_every_fault_has_no_violation(tmp_path: Path) -> None:
+    args = cluster_chaos.parse_args(["--seconds", "30", "--workers", "4"])
+    v, line = cluster_chaos.run_once(args, SEED, tmp_path)
+    assert v.ok, f"{line}\n{report(v)}"
+    assert v.acknowledged > 100, f"too little load to mean much: {line}"
+    assert "faults: none" not in line
+
+
+def test_a_node_without_a_log_loses_jobs_when_killed_and_the_check_sees_it(
+    tmp_path: Path,
+) -> None:
+    args = cluster_chaos.parse_args(["--cycles", "3", "--faults", "kill", "--no-log"])
+    v, line = cluster_chaos.run_once(args, SEED, tmp_path)
+    assert v.lost.count > 0, f"{line}\n{report(v)}"
+    assert not v.ok and not v.problems
+
+
+def echo_server() -> tuple[socket.socket, int]:
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(WAIT)
+    return listener, listener.getsockname()[1]
+
+
+def test_the_proxy_forwards_cuts_and_drops_one_way() -> None:
+    listener, port = echo_server()
+    proxy = Proxy(("127.0.0.1", port)).start()
+    try:
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=WAIT)
+        server, _ = listener.accept()
+        server.settimeout(WAIT)
+        client.sendall(b"up")
+        assert server.recv(10) == b"up"
+        server.sendall(b"down")
+        assert client.recv(10) == b"down"
+        # One way: what goes up is dropped, what comes down still arrives.
+        proxy.oneway("up")
+        client.sendall(b"lost")
+        server.sendall(b"still")
+        assert client.recv(10) == b"still"
+        server.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            server.recv(10)
+        # The heal closes the connection that lost bytes.
+        proxy.heal()
+        client.settimeout(WAIT)
+        assert client.recv(10) == b""
+        # A cut closes open connections and refuses new ones until the heal.
+        c2 = socket.create_connection(("127.0.0.1", proxy.port), timeout=WAIT)
+        s2, _ = listener.accept()
+        proxy.cut()
+        assert c2.recv(10) == b""
+        c3 = socket.create_connection(("127.0.0.1", proxy.port), timeout=WAIT)
+        assert c3.recv(10) == b""
+        proxy.heal()
+        for s in (client, server, c2, s2, c3):
+            s.close()
+    finally:
+        proxy.close()
+        listener.close()
+
+
+def test_the_proxy_stalls_until_the_heal_and_follows_a_new_target() -> None:
+    listener, port = echo_server()
+    proxy = Proxy(("127.0.0.1", port)).start()
+    try:
+        proxy.stall()
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=WAIT)
+        server, _ = listener.accept()
+        server.settimeout(0.2)
+        client.sendall(b"held")
+        with pytest.raises(TimeoutError):
+            server.recv(10)
+        proxy.heal()
+        server.settimeout(WAIT)
+        got = b""
+        deadline = time.monotonic() + WAIT
+        while got != b"held" and time.monotonic() < deadline:
+            got += server.recv(10)
+        assert got == b"held"
+        other, other_port = echo_server()
+        proxy.retarget(("127.0.0.1", other_port))
+        c2 = socket.create_connection(("127.0.0.1", proxy.port), timeout=WAIT)
+        s2, _ = other.accept()
+        c2.sendall(b"moved")
+        s2.settimeout(WAIT)
+        assert s2.recv(10) == b"moved"
+        for s in (client, server, c2, s2, other):
+            s.close()
+    finally:
+        proxy.close()
+        listener.close()
