@@ -18,6 +18,7 @@ use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 
 use anyerror::AnyError;
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -78,6 +79,9 @@ pub struct LogStore {
     /// queue cannot grow without limit; a bounded one would only add a way to
     /// block the Raft core.
     ops: Sender<Op>,
+    /// The writer thread, joined on drop so a store opened again on the same
+    /// directory never meets the old one still writing.
+    writer: Option<JoinHandle<()>>,
     /// Torn tails cut when the log was opened.
     pub warnings: Vec<String>,
 }
@@ -99,7 +103,7 @@ impl LogStore {
         };
         let (ops, rx) = channel();
         let writer = Writer::new(files);
-        std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name("beanpole-raft-log".into())
             .spawn(move || writer.run(rx))
             .map_err(|source| LogError::Io {
@@ -113,6 +117,7 @@ impl LogStore {
                 }),
             },
             ops,
+            writer: Some(handle),
             warnings: loaded.warnings,
         })
     }
@@ -132,6 +137,17 @@ impl LogStore {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(err(AnyError::new(&e)).into()),
             Err(_) => Err(err(AnyError::new(&gone())).into()),
+        }
+    }
+}
+
+impl Drop for LogStore {
+    fn drop(&mut self) {
+        // The writer finishes what is queued (it is all already written or
+        // small) and ends; a writer that has gone already makes the send fail.
+        let _ = self.ops.send(Op::Stop);
+        if let Some(handle) = self.writer.take() {
+            let _ = handle.join();
         }
     }
 }

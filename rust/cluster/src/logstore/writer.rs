@@ -41,6 +41,8 @@ pub enum Op {
         bytes: Vec<u8>,
         done: Option<Reply>,
     },
+    /// Make what is written durable and end the thread (the store is dropped).
+    Stop,
 }
 
 /// Where an operation's outcome goes. A oneshot: exactly one answer, awaited
@@ -54,6 +56,7 @@ impl std::fmt::Debug for Op {
             Op::Truncate { index, .. } => write!(f, "Truncate({index})"),
             Op::Purge { index, .. } => write!(f, "Purge({index})"),
             Op::Meta { name, .. } => write!(f, "Meta({name})"),
+            Op::Stop => write!(f, "Stop"),
         }
     }
 }
@@ -88,13 +91,18 @@ impl Writer {
 
     /// Serve `ops` until every sender is gone.
     pub fn run(mut self, ops: Receiver<Op>) {
-        while let Ok(op) = ops.recv() {
+        let mut next = ops.recv();
+        while let Ok(op) = next {
+            if matches!(op, Op::Stop) {
+                break;
+            }
             self.handle(op);
             // Everything queued meanwhile rides on the same fsync.
-            while let Ok(op) = ops.try_recv() {
-                self.handle(op);
+            next = ops.try_recv().map_err(|_| std::sync::mpsc::RecvError);
+            if next.is_err() {
+                self.sync_appends();
+                next = ops.recv();
             }
-            self.sync_appends();
         }
         self.sync_appends();
     }
@@ -129,6 +137,7 @@ impl Writer {
                 });
                 let _ = done.send(result);
             }
+            Op::Stop => {}
             Op::Meta { name, bytes, done } => {
                 self.sync_appends();
                 let durable = done.is_some();
