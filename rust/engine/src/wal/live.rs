@@ -193,6 +193,27 @@ impl LiveJobs {
         }
     }
 
+    /// The live jobs, in the order they first appeared, with their tube names
+    /// (for a replica's snapshot image; the set stays as it is).
+    pub fn live(&self) -> impl Iterator<Item = (&RecoveredJob, &[u8])> + '_ {
+        self.jobs
+            .iter()
+            .filter(|j| !j.body_crlf.is_empty())
+            .map(|j| {
+                (
+                    j,
+                    self.tubes
+                        .get(j.tube as usize)
+                        .map_or(&[][..], Vec::as_slice),
+                )
+            })
+    }
+
+    /// How many jobs are live.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
     /// The live jobs in the order they first appeared, and the tube names they
     /// refer to.
     pub fn finish(mut self) -> (Vec<RecoveredJob>, Vec<Vec<u8>>) {

@@ -2,7 +2,8 @@
 //! in-place decoding ([`decode`]), the file layer with fault injection ([`fs`])
 //! and read-only mapped segments ([`mapped`]), group commit ([`pipe`], with the
 //! slow work on the [`writer`] thread), recovery ([`recover`], with the live-job
-//! set in `live`), offline tools ([`tools`]) and the reader of beanstalkd's binlog
+//! set in `live`), a cluster's replica of the committed state ([`replica`]),
+//! offline tools ([`tools`]) and the reader of beanstalkd's binlog
 //! directories ([`import`]).
 //!
 //! [`open`] locks a directory, refuses a beanstalkd binlog directory (pointing at
@@ -22,6 +23,7 @@ mod live;
 pub mod mapped;
 pub mod pipe;
 pub mod recover;
+pub mod replica;
 pub mod table;
 pub mod tools;
 pub mod writer;

@@ -1,0 +1,45 @@
+//! beanpole's replicated mode: the pieces openraft needs, built on the engine's
+//! journal (design: `docs/cluster.md`).
+//!
+//! * [`types`]: the Raft type configuration; a log entry is a [`types::Batch`],
+//!   the journal records of one pass of the leader's store;
+//! * [`codec`]: byte layouts of entries, votes, memberships, snapshot metadata;
+//! * [`logstore`]: the Raft log on disk (`RaftLogStorage`), group-committed by
+//!   a writer thread;
+//! * [`sm`]: the state machine (`RaftStateMachine`), the engine's replica of
+//!   the queue, and its snapshots ([`snapshot`]: the file).
+//!
+//! The engine never imports this crate: a server without a cluster runs exactly
+//! as before. This crate imports from the engine only `wal::replica` (and the
+//! record format through it).
+
+pub mod codec;
+pub mod logstore;
+pub mod sm;
+pub mod snapshot;
+pub mod types;
+
+use std::path::Path;
+
+use thiserror::Error;
+
+pub use self::logstore::{LogError, LogStore};
+pub use self::sm::{StateMachine, StateView};
+pub use self::snapshot::SnapshotError;
+
+/// Why a node's storage could not be opened.
+#[derive(Debug, Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+}
+
+/// Open a node's storage in `dir`: the Raft log in `dir/raft`, the state
+/// machine's snapshot in `dir/sm`.
+pub fn open_storage(dir: &Path) -> Result<(LogStore, StateMachine), OpenError> {
+    let log = LogStore::open(&dir.join("raft"))?;
+    let sm = StateMachine::open(&dir.join("sm"))?;
+    Ok((log, sm))
+}

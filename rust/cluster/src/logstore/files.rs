@@ -1,0 +1,412 @@
+//! The Raft log on disk: segment files of framed entries, and the small files
+//! beside them (vote, committed, purged). Owned by the log writer thread only;
+//! reading it all back at start is [`LogFiles::open`].
+//!
+//! ```text
+//! raft/NNNNNNNNNNNNNNNNNNNN.rlog   a segment: header, then frames back to back
+//!   header  magic "BPRAFTLG", version u32, header_len u32 (16)
+//!   frame   len u32, crc u32 (CRC32C of the len field and the payload), payload (codec.rs entry)
+//! raft/vote, raft/committed, raft/purged   len u32, crc u32, payload; replaced whole
+//!                                         (written aside, renamed over)
+//! ```
+//!
+//! A frame that does not read back at the end of the last segment is a torn
+//! write and is cut; anywhere else it is corruption and opening fails. Imports
+//! the codec and the cluster's types, nothing of the engine.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::codec::{self, CodecError, Reader};
+use crate::types::{Entry, LogId, Vote};
+
+/// A segment is closed once it holds this many bytes.
+pub const SEGMENT_BYTES: u64 = 64 << 20;
+const MAGIC: &[u8; 8] = b"BPRAFTLG";
+const VERSION: u32 = 1;
+const HEADER_LEN: u64 = 16;
+const FRAME_LEN: usize = 8;
+/// The largest frame payload read back (a 1 GiB batch and its header).
+const MAX_FRAME: usize = (1 << 30) + 4096;
+
+/// Why the log directory cannot be used.
+#[derive(Debug, Error)]
+pub enum LogError {
+    #[error("raft log {dir}: {source}")]
+    Io { dir: String, source: io::Error },
+    #[error("raft log {file} is not a beanpole raft log segment")]
+    BadSegment { file: String },
+    #[error("raft log {file} is corrupt at offset {offset} ({reason}) with segments after it")]
+    Corrupt {
+        file: String,
+        offset: u64,
+        reason: String,
+    },
+    #[error("raft log {dir}: entry {found} follows entry {previous}, leaving a hole")]
+    Hole {
+        dir: String,
+        previous: u64,
+        found: u64,
+    },
+    #[error("raft log {file}: {source}")]
+    Meta { file: String, source: CodecError },
+}
+
+/// One segment file: where each of its entries starts.
+#[derive(Debug)]
+struct Segment {
+    seq: u64,
+    /// Index of its first entry (of the next one to append, while empty).
+    first: u64,
+    offsets: Vec<u64>,
+    len: u64,
+}
+
+impl Segment {
+    fn next_index(&self) -> u64 {
+        self.first + self.offsets.len() as u64
+    }
+}
+
+/// What a directory held.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// Entries after the purged one, consecutive.
+    pub entries: Vec<Entry>,
+    pub vote: Option<Vote>,
+    pub committed: Option<LogId>,
+    pub purged: Option<LogId>,
+    /// Torn tails cut.
+    pub warnings: Vec<String>,
+}
+
+/// The open log directory.
+#[derive(Debug)]
+pub struct LogFiles {
+    dir: PathBuf,
+    segments: Vec<Segment>,
+    /// The last segment, open for writing.
+    file: File,
+}
+
+fn seg_name(seq: u64) -> String {
+    format!("{seq:020}.rlog")
+}
+
+impl LogFiles {
+    /// Open (creating) `dir` and read back everything in it.
+    pub fn open(dir: &Path) -> Result<(LogFiles, Loaded), LogError> {
+        let io_err = |source| LogError::Io {
+            dir: dir.display().to_string(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(io_err)?;
+        let mut seqs = Vec::new();
+        for item in std::fs::read_dir(dir).map_err(io_err)? {
+            let name = item.map_err(io_err)?.file_name();
+            let name = name.to_string_lossy();
+            if let Some(seq) = name
+                .strip_suffix(".rlog")
+                .and_then(|s| s.parse::<u64>().ok())
+            {
+                seqs.push(seq);
+            }
+        }
+        seqs.sort_unstable();
+        let mut loaded = Loaded {
+            vote: read_meta(dir, "vote", codec::vote)?,
+            committed: read_meta(dir, "committed", codec::log_id)?.flatten(),
+            purged: read_meta(dir, "purged", codec::log_id)?.flatten(),
+            ..Loaded::default()
+        };
+        let mut segments = Vec::new();
+        let mut all = Vec::new();
+        for (i, &seq) in seqs.iter().enumerate() {
+            let path = dir.join(seg_name(seq));
+            let (segment, entries) = read_segment(&path, seq, i + 1 == seqs.len(), &mut loaded)?;
+            segments.push(segment);
+            all.extend(entries);
+        }
+        let floor = loaded.purged.map_or(0, |p| p.index + 1);
+        all.retain(|e: &Entry| e.log_id.index >= floor);
+        for pair in all.windows(2) {
+            if pair[1].log_id.index != pair[0].log_id.index + 1 {
+                return Err(LogError::Hole {
+                    dir: dir.display().to_string(),
+                    previous: pair[0].log_id.index,
+                    found: pair[1].log_id.index,
+                });
+            }
+        }
+        loaded.entries = all;
+        // An empty segment's first index is where the one before it ends.
+        let mut next = floor;
+        for seg in &mut segments {
+            if seg.offsets.is_empty() {
+                seg.first = next.max(seg.first);
+            }
+            next = seg.next_index();
+        }
+        if segments.is_empty() {
+            segments.push(create_segment(dir, 1, floor).map_err(io_err)?);
+        }
+        let last = segments.last().map_or(1, |s| s.seq);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dir.join(seg_name(last)))
+            .map_err(io_err)?;
+        let files = LogFiles {
+            dir: dir.to_path_buf(),
+            segments,
+            file,
+        };
+        Ok((files, loaded))
+    }
+
+    fn last(&mut self) -> &mut Segment {
+        // `open` always leaves one segment and nothing removes the last one.
+        let at = self.segments.len() - 1;
+        &mut self.segments[at]
+    }
+
+    /// Write the entry `index` framed; starts a new segment when the current one
+    /// is full or the index does not follow its last entry (after a purge past
+    /// the end of the log).
+    pub fn append(&mut self, index: u64, payload: &[u8]) -> io::Result<()> {
+        let frame_len = (FRAME_LEN + payload.len()) as u64;
+        let seg = self.last();
+        if seg.next_index() != index
+            || (!seg.offsets.is_empty() && seg.len + frame_len > SEGMENT_BYTES)
+        {
+            self.roll(index)?;
+        }
+        let mut frame = Vec::with_capacity(FRAME_LEN + payload.len());
+        frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[..4]), payload);
+        frame.extend_from_slice(&crc.to_le_bytes());
+        frame.extend_from_slice(payload);
+        let at = self.last().len;
+        self.file.write_all_at(&frame, at)?;
+        let seg = self.last();
+        seg.offsets.push(at);
+        seg.len += frame_len;
+        Ok(())
+    }
+
+    /// Close the current segment (synced) and start the next, whose first entry
+    /// will be `index`.
+    fn roll(&mut self, index: u64) -> io::Result<()> {
+        self.file.sync_data()?;
+        let seq = self.last().seq + 1;
+        let segment = create_segment(&self.dir, seq, index)?;
+        self.file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.dir.join(seg_name(seq)))?;
+        self.segments.push(segment);
+        Ok(())
+    }
+
+    /// Make everything written so far durable.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    /// Remove the entries from `index` on (durably).
+    pub fn truncate(&mut self, index: u64) -> io::Result<()> {
+        while self.segments.len() > 1 && self.last().first >= index {
+            let seq = self.last().seq;
+            self.segments.pop();
+            std::fs::remove_file(self.dir.join(seg_name(seq)))?;
+            let last = self.last().seq;
+            self.file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(self.dir.join(seg_name(last)))?;
+        }
+        let seg = self.last();
+        if index < seg.next_index() {
+            let keep = index.saturating_sub(seg.first) as usize;
+            let cut = seg.offsets.get(keep).copied().unwrap_or(HEADER_LEN);
+            seg.offsets.truncate(keep);
+            if keep == 0 {
+                seg.first = index;
+            }
+            seg.len = cut;
+            self.file.set_len(cut)?;
+        }
+        self.file.sync_all()?;
+        sync_dir(&self.dir)
+    }
+
+    /// Remove whole segments (never the current one) whose entries are all at or
+    /// below `index`; the caller has saved the purged id first.
+    pub fn purge(&mut self, index: u64) -> io::Result<()> {
+        while self.segments.len() > 1 && self.segments[0].next_index() <= index + 1 {
+            let seg = self.segments.remove(0);
+            std::fs::remove_file(self.dir.join(seg_name(seg.seq)))?;
+        }
+        Ok(())
+    }
+
+    /// Replace the small file `name` with `payload`; with `durable`, it is on
+    /// disk when this returns.
+    pub fn save_meta(&self, name: &str, payload: &[u8], durable: bool) -> io::Result<()> {
+        let mut bytes = Vec::with_capacity(FRAME_LEN + payload.len());
+        bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..4]), payload);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes.extend_from_slice(payload);
+        let aside = self.dir.join(format!("{name}.new"));
+        let file = File::create(&aside)?;
+        file.write_all_at(&bytes, 0)?;
+        if durable {
+            file.sync_all()?;
+        }
+        std::fs::rename(&aside, self.dir.join(name))?;
+        if durable {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+fn create_segment(dir: &Path, seq: u64, first: u64) -> io::Result<Segment> {
+    let mut header = Vec::with_capacity(HEADER_LEN as usize);
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&VERSION.to_le_bytes());
+    header.extend_from_slice(&(HEADER_LEN as u32).to_le_bytes());
+    let file = File::create(dir.join(seg_name(seq)))?;
+    file.write_all_at(&header, 0)?;
+    file.sync_all()?;
+    sync_dir(dir)?;
+    Ok(Segment {
+        seq,
+        first,
+        offsets: Vec::new(),
+        len: HEADER_LEN,
+    })
+}
+
+/// One frame at the start of `bytes`: its payload and length, or why not.
+fn frame(bytes: &[u8]) -> Result<(&[u8], usize), String> {
+    let Some(head) = bytes.get(..FRAME_LEN) else {
+        return Err("a frame cut short".into());
+    };
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+    if len > MAX_FRAME {
+        return Err(format!("impossible length {len}"));
+    }
+    let Some(payload) = bytes.get(FRAME_LEN..FRAME_LEN + len) else {
+        return Err("a frame cut short".into());
+    };
+    if crc32c::crc32c_append(crc32c::crc32c(&head[..4]), payload) != crc {
+        return Err("checksum mismatch".into());
+    }
+    Ok((payload, FRAME_LEN + len))
+}
+
+fn read_segment(
+    path: &Path,
+    seq: u64,
+    last: bool,
+    loaded: &mut Loaded,
+) -> Result<(Segment, Vec<Entry>), LogError> {
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| LogError::Io {
+        dir: name.clone(),
+        source,
+    })?;
+    if bytes.len() < HEADER_LEN as usize
+        || &bytes[..8] != MAGIC
+        || bytes[8..12] != VERSION.to_le_bytes()
+    {
+        return Err(LogError::BadSegment { file: name });
+    }
+    let mut at = HEADER_LEN as usize;
+    let mut offsets = Vec::new();
+    let mut entries = Vec::new();
+    while at < bytes.len() {
+        let read = frame(&bytes[at..])
+            .and_then(|(payload, n)| Ok((codec::entry(payload).map_err(|e| e.to_string())?, n)));
+        match read {
+            Ok((entry, n)) => {
+                offsets.push(at as u64);
+                entries.push(entry);
+                at += n;
+            }
+            Err(reason) if last => {
+                loaded.warnings.push(format!(
+                    "{name}: torn tail cut at offset {at} ({reason}; {} bytes dropped)",
+                    bytes.len() - at
+                ));
+                let file = OpenOptions::new().write(true).open(path);
+                file.and_then(|f| {
+                    f.set_len(at as u64)?;
+                    f.sync_all()
+                })
+                .map_err(|source| LogError::Io {
+                    dir: name.clone(),
+                    source,
+                })?;
+                break;
+            }
+            Err(reason) => {
+                return Err(LogError::Corrupt {
+                    file: name,
+                    offset: at as u64,
+                    reason,
+                })
+            }
+        }
+    }
+    let first = entries.first().map_or(0, |e: &Entry| e.log_id.index);
+    let segment = Segment {
+        seq,
+        first,
+        offsets,
+        len: at as u64,
+    };
+    Ok((segment, entries))
+}
+
+/// Read the small file `name`, if there is one.
+fn read_meta<T>(
+    dir: &Path,
+    name: &str,
+    decode: impl Fn(&mut Reader<'_>) -> Result<T, CodecError>,
+) -> Result<Option<T>, LogError> {
+    let path = dir.join(name);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(LogError::Io {
+                dir: path.display().to_string(),
+                source,
+            })
+        }
+    };
+    let meta_err = |source| LogError::Meta {
+        file: path.display().to_string(),
+        source,
+    };
+    let (payload, n) = frame(&bytes).map_err(|_| meta_err(CodecError::Truncated))?;
+    if n != bytes.len() {
+        return Err(meta_err(CodecError::Trailing(bytes.len() - n)));
+    }
+    let mut r = Reader(payload);
+    let value = decode(&mut r).map_err(meta_err)?;
+    r.end().map_err(meta_err)?;
+    Ok(Some(value))
+}

@@ -1,0 +1,278 @@
+//! The Raft log storage openraft drives ([`LogStore`], a `RaftLogStorage`): the
+//! entries after the last purge kept in memory for reading and replication, and
+//! written to disk by the writer thread (`writer.rs`, files in `files.rs`).
+//!
+//! An append is readable as soon as `append` returns and reported durable by
+//! the callback after the fsync that covers it (group commit). A vote is on disk
+//! before `save_vote` returns. Truncation and purge are ordered after every
+//! write before them, as the writer takes operations in order.
+//!
+//! Imports the codec, the types and openraft; nothing of the engine.
+
+mod files;
+mod writer;
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::ops::RangeBounds;
+use std::path::Path;
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use anyerror::AnyError;
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{RaftLogReader, StorageIOError};
+
+pub use self::files::LogError;
+use self::files::LogFiles;
+use self::writer::{Op, Writer};
+use crate::codec;
+use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
+
+/// What the log holds in memory.
+#[derive(Debug, Default)]
+struct Cache {
+    entries: BTreeMap<u64, Entry>,
+    purged: Option<LogId>,
+    vote: Option<Vote>,
+    committed: Option<LogId>,
+}
+
+/// The in-memory side, shared by the store and its readers (replication tasks).
+/// A std mutex: held only to copy entries in or out, never across an await or
+/// any I/O, so an async lock would only add cost.
+#[derive(Debug, Default)]
+struct Shared {
+    cache: Mutex<Cache>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Cache> {
+        // A panic while holding it leaves plain data: go on with it.
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Reads entries for replication.
+#[derive(Debug, Clone)]
+pub struct LogReader {
+    shared: Arc<Shared>,
+}
+
+impl RaftLogReader<TypeConfig> for LogReader {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let cache = self.shared.lock();
+        Ok(cache.entries.range(range).map(|(_, e)| e.clone()).collect())
+    }
+}
+
+/// The Raft log of one node.
+#[derive(Debug)]
+pub struct LogStore {
+    reader: LogReader,
+    /// Operations for the writer thread. Unbounded: openraft bounds the appends
+    /// in flight, and the other operations are awaited one at a time, so the
+    /// queue cannot grow without limit; a bounded one would only add a way to
+    /// block the Raft core.
+    ops: Sender<Op>,
+    /// The writer thread, joined on drop so a store opened again on the same
+    /// directory never meets the old one still writing.
+    writer: Option<JoinHandle<()>>,
+    /// Torn tails cut when the log was opened.
+    pub warnings: Vec<String>,
+}
+
+impl LogStore {
+    /// Open (creating) the log in `dir`, read it back, and start its writer
+    /// thread (which ends once this store is dropped).
+    pub fn open(dir: &Path) -> Result<LogStore, LogError> {
+        let (files, loaded) = LogFiles::open(dir)?;
+        let cache = Cache {
+            entries: loaded
+                .entries
+                .into_iter()
+                .map(|e| (e.log_id.index, e))
+                .collect(),
+            purged: loaded.purged,
+            vote: loaded.vote,
+            committed: loaded.committed,
+        };
+        let (ops, rx) = channel();
+        let writer = Writer::new(files);
+        let handle = std::thread::Builder::new()
+            .name("beanpole-raft-log".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|source| LogError::Io {
+                dir: dir.display().to_string(),
+                source,
+            })?;
+        Ok(LogStore {
+            reader: LogReader {
+                shared: Arc::new(Shared {
+                    cache: Mutex::new(cache),
+                }),
+            },
+            ops,
+            writer: Some(handle),
+            warnings: loaded.warnings,
+        })
+    }
+
+    /// Send an operation to the writer and wait for its answer.
+    async fn ask(
+        &self,
+        make: impl FnOnce(writer::Reply) -> Op,
+        err: fn(AnyError) -> StorageIOError<u64>,
+    ) -> Result<(), StorageError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let gone = || std::io::Error::other("the raft log writer thread has stopped");
+        self.ops
+            .send(make(tx))
+            .map_err(|_| err(AnyError::new(&gone())))?;
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(err(AnyError::new(&e)).into()),
+            Err(_) => Err(err(AnyError::new(&gone())).into()),
+        }
+    }
+}
+
+impl Drop for LogStore {
+    fn drop(&mut self) {
+        // The writer finishes what is queued (it is all already written or
+        // small) and ends; a writer that has gone already makes the send fail.
+        let _ = self.ops.send(Op::Stop);
+        if let Some(handle) = self.writer.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        self.reader.try_get_log_entries(range).await
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogReader;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let cache = self.reader.shared.lock();
+        let last = cache.entries.values().next_back().map(|e| e.log_id);
+        Ok(LogState {
+            last_purged_log_id: cache.purged,
+            last_log_id: last.or(cache.purged),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> LogReader {
+        self.reader.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
+        let mut bytes = Vec::new();
+        codec::put_vote(&mut bytes, vote);
+        self.ask(
+            |done| Op::Meta {
+                name: "vote",
+                bytes,
+                done: Some(done),
+            },
+            StorageIOError::write_vote,
+        )
+        .await?;
+        self.reader.shared.lock().vote = Some(*vote);
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
+        Ok(self.reader.shared.lock().vote)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        let mut bytes = Vec::new();
+        codec::put_log_id(&mut bytes, committed.as_ref());
+        let op = Op::Meta {
+            name: "committed",
+            bytes,
+            done: None,
+        };
+        self.ops.send(op).map_err(|_| {
+            StorageIOError::write(AnyError::error("the raft log writer thread has stopped"))
+        })?;
+        self.reader.shared.lock().committed = committed;
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        Ok(self.reader.shared.lock().committed)
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut encoded = Vec::new();
+        {
+            let mut cache = self.reader.shared.lock();
+            for entry in entries {
+                let mut bytes = Vec::new();
+                codec::put_entry(&mut bytes, &entry);
+                encoded.push((entry.log_id.index, bytes));
+                cache.entries.insert(entry.log_id.index, entry);
+            }
+        }
+        let op = Op::Append {
+            entries: encoded,
+            done: callback,
+        };
+        self.ops.send(op).map_err(|_| {
+            StorageIOError::write_logs(AnyError::error("the raft log writer thread has stopped"))
+                .into()
+        })
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        drop(self.reader.shared.lock().entries.split_off(&log_id.index));
+        let index = log_id.index;
+        self.ask(
+            |done| Op::Truncate { index, done },
+            StorageIOError::write_logs,
+        )
+        .await
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        {
+            let mut cache = self.reader.shared.lock();
+            let keep = cache.entries.split_off(&(log_id.index + 1));
+            cache.entries = keep;
+            cache.purged = Some(log_id);
+        }
+        let mut id_bytes = Vec::new();
+        codec::put_log_id(&mut id_bytes, Some(&log_id));
+        let index = log_id.index;
+        self.ask(
+            |done| Op::Purge {
+                index,
+                id_bytes,
+                done,
+            },
+            StorageIOError::write_logs,
+        )
+        .await
+    }
+}

@@ -1,0 +1,184 @@
+//! The log writer thread: every write to the Raft log's files, in the order
+//! openraft asked for them, off the runtime's threads so a slow fsync never
+//! holds back heartbeats or replication.
+//!
+//! Group commit: the thread takes everything queued, writes it, and covers every
+//! append in it with one fsync before telling openraft they are durable. A vote,
+//! a truncation or a purge first makes the appends before it durable, then is
+//! done and synced on its own and answered. After a failed write or fsync every
+//! later operation fails too: openraft then stops the node, and nothing is ever
+//! reported durable that might not be.
+//!
+//! Imports the files layer and openraft's callback type; nothing of the engine.
+
+use std::io;
+use std::sync::mpsc::Receiver;
+
+use openraft::storage::LogFlushed;
+
+use super::files::LogFiles;
+use crate::types::TypeConfig;
+
+/// One operation for the writer.
+pub enum Op {
+    /// Encoded entries (index, payload) and the callback that says they are durable.
+    Append {
+        entries: Vec<(u64, Vec<u8>)>,
+        done: LogFlushed<TypeConfig>,
+    },
+    /// Remove entries from this index on.
+    Truncate { index: u64, done: Reply },
+    /// Save the purged log id (durably), then drop the segments it covers.
+    Purge {
+        index: u64,
+        id_bytes: Vec<u8>,
+        done: Reply,
+    },
+    /// Save a small file: the vote (durable, answered) or the committed id
+    /// (neither: a lost one only means less is re-applied at start).
+    Meta {
+        name: &'static str,
+        bytes: Vec<u8>,
+        done: Option<Reply>,
+    },
+    /// Make what is written durable and end the thread (the store is dropped).
+    Stop,
+}
+
+/// Where an operation's outcome goes. A oneshot: exactly one answer, awaited
+/// by the async caller without blocking a runtime thread.
+pub type Reply = tokio::sync::oneshot::Sender<io::Result<()>>;
+
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Op::Append { entries, .. } => write!(f, "Append({} entries)", entries.len()),
+            Op::Truncate { index, .. } => write!(f, "Truncate({index})"),
+            Op::Purge { index, .. } => write!(f, "Purge({index})"),
+            Op::Meta { name, .. } => write!(f, "Meta({name})"),
+            Op::Stop => write!(f, "Stop"),
+        }
+    }
+}
+
+/// The thread's state.
+pub struct Writer {
+    files: LogFiles,
+    /// Appends written and not yet covered by an fsync, with their callbacks.
+    unsynced: Vec<LogFlushed<TypeConfig>>,
+    /// The first failure; every later operation reports it.
+    failed: Option<String>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("files", &self.files)
+            .field("unsynced", &self.unsynced.len())
+            .field("failed", &self.failed)
+            .finish()
+    }
+}
+
+impl Writer {
+    pub fn new(files: LogFiles) -> Writer {
+        Writer {
+            files,
+            unsynced: Vec::new(),
+            failed: None,
+        }
+    }
+
+    /// Serve `ops` until every sender is gone.
+    pub fn run(mut self, ops: Receiver<Op>) {
+        let mut next = ops.recv();
+        while let Ok(op) = next {
+            if matches!(op, Op::Stop) {
+                break;
+            }
+            self.handle(op);
+            // Everything queued meanwhile rides on the same fsync.
+            next = ops.try_recv().map_err(|_| std::sync::mpsc::RecvError);
+            if next.is_err() {
+                self.sync_appends();
+                next = ops.recv();
+            }
+        }
+        self.sync_appends();
+    }
+
+    fn handle(&mut self, op: Op) {
+        match op {
+            Op::Append { entries, done } => {
+                if self.failed.is_none() {
+                    for (index, payload) in &entries {
+                        if let Err(e) = self.files.append(*index, payload) {
+                            self.fail(&e);
+                            break;
+                        }
+                    }
+                }
+                self.unsynced.push(done);
+            }
+            Op::Truncate { index, done } => {
+                self.sync_appends();
+                let result = self.checked(|files| files.truncate(index));
+                let _ = done.send(result);
+            }
+            Op::Purge {
+                index,
+                id_bytes,
+                done,
+            } => {
+                self.sync_appends();
+                let result = self.checked(|files| {
+                    files.save_meta("purged", &id_bytes, true)?;
+                    files.purge(index)
+                });
+                let _ = done.send(result);
+            }
+            Op::Stop => {}
+            Op::Meta { name, bytes, done } => {
+                self.sync_appends();
+                let durable = done.is_some();
+                let result = self.checked(|files| files.save_meta(name, &bytes, durable));
+                if let Some(done) = done {
+                    let _ = done.send(result);
+                }
+            }
+        }
+    }
+
+    /// Run `f` unless the log has failed; a failure of `f` fails the log.
+    fn checked(&mut self, f: impl FnOnce(&mut LogFiles) -> io::Result<()>) -> io::Result<()> {
+        if let Some(why) = &self.failed {
+            return Err(io::Error::other(why.clone()));
+        }
+        let result = f(&mut self.files);
+        if let Err(e) = &result {
+            self.fail(e);
+        }
+        result
+    }
+
+    fn fail(&mut self, e: &io::Error) {
+        if self.failed.is_none() {
+            self.failed = Some(format!("raft log write failed earlier: {e}"));
+        }
+    }
+
+    /// One fsync for every append written since the last, then their callbacks.
+    fn sync_appends(&mut self) {
+        if self.unsynced.is_empty() {
+            return;
+        }
+        let result = self.checked(LogFiles::sync);
+        for done in self.unsynced.drain(..) {
+            let outcome = match &result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+            };
+            done.log_io_completed(outcome);
+        }
+    }
+}
