@@ -77,7 +77,7 @@ impl<'a> Reader<'a> {
         Ok(i64::from_le_bytes(self.array()?))
     }
 
-    fn string(&mut self) -> Result<String, CodecError> {
+    pub fn string(&mut self) -> Result<String, CodecError> {
         let n = self.u16()? as usize;
         String::from_utf8(self.take(n)?.to_vec()).map_err(|_| CodecError::Utf8)
     }
@@ -91,7 +91,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
+pub fn put_str(out: &mut Vec<u8>, s: &str) {
     // Addresses are short; a longer one is cut rather than written unreadable.
     let bytes = &s.as_bytes()[..s.len().min(u16::MAX as usize)];
     out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());

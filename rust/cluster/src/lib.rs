@@ -7,14 +7,19 @@
 //! * [`logstore`]: the Raft log on disk (`RaftLogStorage`), group-committed by
 //!   a writer thread;
 //! * [`sm`]: the state machine (`RaftStateMachine`), the engine's replica of
-//!   the queue, and its snapshots ([`snapshot`]: the file).
+//!   the queue, and its snapshots ([`snapshot`]: the file);
+//! * [`net`]: the TCP transport between nodes (`RaftNetwork` and the server
+//!   that answers peers);
+//! * [`identity`]: the data directory's marker of its node and cluster.
 //!
 //! The engine never imports this crate: a server without a cluster runs exactly
 //! as before. This crate imports from the engine only `wal::replica` (and the
 //! record format through it).
 
 pub mod codec;
+pub mod identity;
 pub mod logstore;
+pub mod net;
 pub mod sm;
 pub mod snapshot;
 pub mod types;

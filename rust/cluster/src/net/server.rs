@@ -1,0 +1,177 @@
+//! The answering side of the transport: accepts peer connections on a node's
+//! `peer` address, checks each one's handshake, and hands its requests to the
+//! local Raft, one request and reply at a time per connection.
+//!
+//! A connection that says something that is not a beanpole peer's frame, names
+//! another node or another cluster, or stops halfway through a frame for longer
+//! than the frame timeout, is closed; nothing a peer sends can make the server
+//! panic or hold more than one frame's bytes. Imports the wire format, the
+//! identity and the cluster's types.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use openraft::error::{InstallSnapshotError, RaftError};
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::wire::{self, Hello};
+use super::NetConfig;
+use crate::identity::Identity;
+use crate::types::{NodeId, Raft};
+
+/// A running peer server. Stopping it (or dropping it) closes the listener and
+/// every connection it accepted.
+#[derive(Debug)]
+pub struct PeerServer {
+    addr: SocketAddr,
+    accept: JoinHandle<()>,
+}
+
+impl PeerServer {
+    /// Serve peers on `listener` for `raft`, the node `identity` names.
+    pub fn start(
+        listener: TcpListener,
+        raft: Raft,
+        identity: Arc<Identity>,
+        config: NetConfig,
+    ) -> std::io::Result<PeerServer> {
+        let addr = listener.local_addr()?;
+        let accept = tokio::spawn(accept_loop(listener, raft, identity, config));
+        Ok(PeerServer { addr, accept })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Close the listener and all accepted connections, and wait until they are.
+    pub async fn stop(mut self) {
+        self.accept.abort();
+        // The accept task owns the connections' JoinSet: ending it aborts them.
+        let _ = (&mut self.accept).await;
+    }
+}
+
+impl Drop for PeerServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    raft: Raft,
+    identity: Arc<Identity>,
+    config: NetConfig,
+) {
+    // A semaphore, not a counter: a connection's permit goes back when its
+    // task ends, however it ends.
+    let permits = Arc::new(Semaphore::new(config.max_connections));
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+                    continue; // over the limit: dropped, so closed
+                };
+                let (raft, identity, config) = (raft.clone(), Arc::clone(&identity), config.clone());
+                conns.spawn(async move {
+                    let _permit = permit;
+                    let _ = serve(stream, raft, identity, config).await;
+                });
+            }
+            // Reap finished connections so the set does not grow.
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+/// Read one frame: waiting for its start as long as it takes (links idle
+/// between calls), then its rest within the frame timeout.
+async fn next_frame(stream: &mut TcpStream, config: &NetConfig) -> std::io::Result<wire::Frame> {
+    let mut first = [0u8; 1];
+    if stream.read(&mut first).await? == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    let rest = async {
+        let mut chained = (&first[..]).chain(&mut *stream);
+        wire::read_frame(&mut chained, config.max_frame).await
+    };
+    tokio::time::timeout(config.frame_timeout, rest)
+        .await
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    raft: Raft,
+    identity: Arc<Identity>,
+    config: NetConfig,
+) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    let (kind, body) = next_frame(&mut stream, &config).await?;
+    let hello = match (kind, wire::read_hello(&body)) {
+        (wire::HELLO, Some(hello)) => hello,
+        _ => {
+            let refusal = wire::refused("not a beanpole peer handshake of this version");
+            return wire::write_frame(&mut stream, &refusal).await;
+        }
+    };
+    if let Some(reason) = refuse(&hello, &identity) {
+        return wire::write_frame(&mut stream, &wire::refused(&reason)).await;
+    }
+    let welcome = wire::welcome(identity.node(), identity.cluster());
+    wire::write_frame(&mut stream, &welcome).await?;
+    loop {
+        let (kind, body) = next_frame(&mut stream, &config).await?;
+        let reply = match answer(&raft, kind, &body).await {
+            Some(reply) => reply,
+            // Not a request: the connection is of no use any more.
+            None => return Ok(()),
+        };
+        wire::write_frame(&mut stream, &reply).await?;
+    }
+}
+
+/// Why a peer's handshake is refused, if it is; a peer that knows the cluster
+/// teaches it to a node that does not yet.
+fn refuse(hello: &Hello, identity: &Identity) -> Option<String> {
+    let me: NodeId = identity.node();
+    if hello.to != me {
+        return Some(format!("this is node {me}, not node {}", hello.to));
+    }
+    if hello.from == me {
+        return Some(format!("node {me} called itself"));
+    }
+    // Learning the cluster's id writes the marker: once per node.
+    identity.adopt(hello.cluster).err().map(|e| e.to_string())
+}
+
+/// The reply frame to a request, or `None` for a frame that is not one.
+async fn answer(raft: &Raft, kind: u8, body: &[u8]) -> Option<Vec<u8>> {
+    Some(match kind {
+        wire::APPEND => match raft.append_entries(wire::read_append(body).ok()?).await {
+            Ok(resp) => wire::append_reply(&resp),
+            Err(RaftError::Fatal(fatal)) => wire::failed(&fatal),
+            Err(RaftError::APIError(never)) => match never {},
+        },
+        wire::VOTE => match raft.vote(wire::read_vote_request(body).ok()?).await {
+            Ok(resp) => wire::vote_reply(&resp),
+            Err(RaftError::Fatal(fatal)) => wire::failed(&fatal),
+            Err(RaftError::APIError(never)) => match never {},
+        },
+        wire::SNAPSHOT => match raft.install_snapshot(wire::read_snapshot(body).ok()?).await {
+            Ok(resp) => wire::snapshot_reply(&resp),
+            Err(RaftError::Fatal(fatal)) => wire::failed(&fatal),
+            Err(RaftError::APIError(InstallSnapshotError::SnapshotMismatch(m))) => {
+                wire::mismatch(&m)
+            }
+        },
+        _ => return None,
+    })
+}
