@@ -10,13 +10,15 @@
 //!   the queue, and its snapshots ([`snapshot`]: the file);
 //! * [`net`]: the TCP transport between nodes (`RaftNetwork` and the server
 //!   that answers peers);
-//! * [`identity`]: the data directory's marker of its node and cluster.
+//! * [`identity`]: the data directory's marker of its node and cluster;
+//! * [`file`]: the cluster file, `cluster.toml`, read and checked.
 //!
 //! The engine never imports this crate: a server without a cluster runs exactly
 //! as before. This crate imports from the engine only `wal::replica` (and the
 //! record format through it).
 
 pub mod codec;
+pub mod file;
 pub mod identity;
 pub mod logstore;
 pub mod net;
