@@ -1,8 +1,8 @@
 //! Three Raft nodes joined by the TCP transport over loopback: what the
 //! in-process test shows (a put and a delete through the leader reach all three
 //! state machines) holds over real sockets, the cluster's id reaches every
-//! node, and a node whose peer link is cut catches up, by snapshot, once the
-//! link is back.
+//! node, and a node whose peer link is cut (and that meanwhile campaigns with
+//! a higher term) catches up, by snapshot, once the link is back.
 
 mod common;
 
@@ -107,6 +107,14 @@ async fn a_node_cut_off_from_its_peers_catches_up_when_the_link_is_back() -> Res
         "the cut node applied entries it could not have received"
     );
     assert_eq!(nodes[cut].jobs(), [1]);
+    // Left alone, the cut node campaigns and raises its term: the rejoin must
+    // also get past a node with a higher term and a shorter log.
+    let term = leader.metrics().borrow().current_term;
+    nodes[cut]
+        .raft
+        .wait(Some(std::time::Duration::from_secs(10)))
+        .metrics(|m| m.current_term > term, "the cut node campaigns")
+        .await?;
 
     nodes[cut].mend().await?;
     applied(&nodes[cut], last).await?;
