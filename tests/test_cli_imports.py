@@ -33,6 +33,7 @@ SERVE_MODULES = {
     "beanpole",
     "beanpole._core",
     "beanpole.cli",
+    "beanpole.defaults",
     "beanpole.config",
     "beanpole.config.checks",
     "beanpole.config.problems",

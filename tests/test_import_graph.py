@@ -27,7 +27,13 @@ RANKS = {"base": 0, "client": 1, "spark": 2, "server": 2, "ops": 3, "cli": 4}
 #: What spark may import (it is beside the server, not above it).
 SPARK_MAY_IMPORT = {"base", "client", "spark"}
 FRONT_DOOR = {"beanpole", "beanpole.__main__", "beanpole.pytest_plugin"}
-BASE = {"beanpole._core", "beanpole.addr", "beanpole.logs", "beanpole.config"}
+BASE = {
+    "beanpole._core",
+    "beanpole.addr",
+    "beanpole.defaults",
+    "beanpole.logs",
+    "beanpole.config",
+}
 
 
 def layer_of(module: str) -> str | None:

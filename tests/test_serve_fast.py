@@ -10,6 +10,7 @@ read as the click command's own.
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import subprocess
@@ -23,7 +24,7 @@ from click.testing import CliRunner
 
 from beanpole.cli.group import cli
 from beanpole.cli.serve import serve
-from beanpole.cli.serve_fast import parse
+from beanpole.cli.serve_fast import bind_ahead, parse
 from beanpole.cli.serve_options import OPTIONS, SETTINGS, Option
 
 TIMEOUT = 60
@@ -153,3 +154,84 @@ def test_a_refused_value_is_clicks_usage_error() -> None:
     result = run_serve("-p", "70000")
     assert result.returncode == 2
     assert "Invalid value for '-p' / '--port'" in result.stderr
+
+
+#: In a fresh interpreter: bind ahead, connect a client to that socket before anything
+#: heavy is imported, then start a server on the same socket and serve that client.
+EARLY_CLIENT = """
+import os, socket, sys
+from beanpole.cli.serve_fast import bind_ahead
+fds = bind_ahead(None, {"listen": ("127.0.0.1",), "port": 0})
+assert len(fds) == 1, fds
+loaded = [m for m in ("beanpole.config", "dataclasses", "logging") if m in sys.modules]
+assert not loaded, loaded
+probe = socket.socket(fileno=os.dup(fds[0]))
+port = probe.getsockname()[1]
+probe.close()
+early = socket.create_connection(("127.0.0.1", port), timeout=30)  # waits in the backlog
+early.sendall(b"list-tube-used\\r\\n")
+import beanpole
+with beanpole.Server(listen_fds=fds) as srv:
+    assert srv.address == ("127.0.0.1", port), (srv.address, port)
+    print(early.recv(100).decode().strip())
+"""
+
+
+def test_the_address_is_bound_before_the_settings_load() -> None:
+    """The fast path listens on the command line's address before it imports the
+    settings (the dataclass, logging: most of a start), so a client that connects
+    during the start waits and is served by the server that then adopts the socket."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BEANPOLE_", "LISTEN_"))}
+    result = subprocess.run(
+        [sys.executable, "-c", EARLY_CLIENT],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "USING default"
+
+
+@pytest.mark.parametrize(
+    "config_file, flags, environ",
+    [
+        ("beanpole.toml", {}, {}),
+        (None, {}, {"BEANPOLE_PORT": "11400"}),
+        (None, {}, {"LISTEN_FDS": "1"}),
+        (None, {"listen": ("unix:/tmp/beanpole-ahead.sock",)}, {}),
+        (None, {"listen": ("tls:127.0.0.1",), "port": 0}, {}),
+        (None, {"listen": ("127.0.0.1",), "port": 70000}, {}),
+        (None, {"listen": ("not an address",), "port": 0}, {}),
+    ],
+)
+def test_nothing_is_bound_ahead_where_more_than_the_command_line_decides(
+    config_file: str | None,
+    flags: dict[str, Any],
+    environ: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A config file, BEANPOLE_* variables or a service manager may say where to listen;
+    Unix and TLS addresses are the start's own; a value the settings will refuse is left
+    to them (and its error): then the start binds as it always has."""
+    for name in list(os.environ):
+        if name.startswith(("BEANPOLE_", "LISTEN_")):
+            monkeypatch.delenv(name)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert bind_ahead(config_file, flags) == ()
+
+
+def test_an_address_in_use_is_not_bound_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith(("BEANPOLE_", "LISTEN_")):
+            monkeypatch.delenv(name)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert bind_ahead(None, {"listen": ("127.0.0.1",), "port": port}) == ()
+        fds = bind_ahead(None, {"listen": ("127.0.0.1",), "port": 0})
+        assert len(fds) == 1
+        os.close(fds[0])

@@ -11,6 +11,7 @@ __all__ = [
     "NativeClient",
     "ServerHandle",
     "__version__",
+    "bind_ahead",
     "binlog_compact",
     "binlog_dump",
     "binlog_import",
@@ -198,6 +199,12 @@ class Admin:
         """How long the latest snapshot held the store lock."""
 
 _Path = str | os.PathLike[str]
+
+def bind_ahead(listen: list[str], port: int) -> list[int]:
+    """Bind the TCP addresses ``listen`` as a server's start would; the listening
+    sockets' descriptors, now the caller's (a server adopts them as ``listen_fds``).
+    ValueError for a Unix or TLS address or one that does not parse; OSError when a
+    bind fails."""
 
 def binlog_dump(dir: _Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Every record of the log in ``dir`` (dicts with segment, offset, kind, id and the

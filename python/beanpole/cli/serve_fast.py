@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from typing import Any, Final, NoReturn
 
 from beanpole.cli.serve_options import CONFIG_OPTION, OPTIONS, Option
+from beanpole.defaults import LISTEN, PORT
 
-__all__ = ["parse", "serve"]
+__all__ = ["bind_ahead", "parse", "serve"]
 
 _BY_NAME: Final = {decl: option for option in OPTIONS for decl in option.decls}
 #: Environment variable of click's shell completion for ``beanpole``.
@@ -132,11 +133,12 @@ def serve(args: Sequence[str]) -> None:
     parsed = parse(args)
     if parsed is None:
         return
+    config_file, flags = parsed
+    ahead = bind_ahead(config_file, flags)
     from beanpole.cli.serve_run import FlagError, ServeError, run
 
-    config_file, flags = parsed
     try:
-        run(config_file, flags)
+        run(config_file, flags, ahead)
     except FlagError:
         return  # click reports a refused flag value as the usage error it is
     except ServeError as err:
@@ -144,6 +146,31 @@ def serve(args: Sequence[str]) -> None:
     except KeyboardInterrupt:
         _abort()
     sys.exit(0)
+
+
+def bind_ahead(config_file: str | None, flags: dict[str, Any]) -> tuple[int, ...]:
+    """Listen now, before the settings and the server load, where the command line
+    alone decides where; the listening sockets (see ``_core.bind_ahead``).
+
+    Most of a start is Python importing; a client that connects meanwhile (a test
+    harness that waits a fixed 0.1 s, say) then waits in the backlog until the server
+    answers, instead of being refused, as with a service manager's sockets. Nothing is
+    bound ahead where a config file, a ``BEANPOLE_*`` variable or a service manager
+    may decide where to listen, for a Unix or TLS address, or when binding fails: the
+    start then binds, and reports a failure, as it always has."""
+    if config_file is not None or "LISTEN_FDS" in os.environ:
+        return ()
+    if any(name.startswith("BEANPOLE_") for name in os.environ):
+        return ()
+    listen = tuple(flags.get("listen") or LISTEN)
+    if any(address.startswith(("unix:", "tls:")) for address in listen):
+        return ()
+    from beanpole import _core
+
+    try:
+        return tuple(_core.bind_ahead(list(listen), flags.get("port", PORT)))
+    except (OSError, ValueError, OverflowError):
+        return ()
 
 
 def _fail(message: str) -> NoReturn:

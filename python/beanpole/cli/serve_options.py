@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
-from beanpole.config import LOG_FORMATS
+from beanpole.defaults import LOG_FORMATS
 
 __all__ = ["CONFIG_OPTION", "OPTIONS", "SETTINGS", "Option"]
 

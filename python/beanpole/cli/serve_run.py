@@ -16,6 +16,7 @@ import it.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import warnings
@@ -47,21 +48,32 @@ class FlagError(ServeError):
         self.problem = problem
 
 
-def run(config_file: str | None, flags: dict[str, Any]) -> None:
+def run(
+    config_file: str | None, flags: dict[str, Any], listening: tuple[int, ...] = ()
+) -> None:
     """Serve with the settings of ``flags`` (Config fields given on the command line),
-    the environment and ``config_file``, until SIGTERM or SIGINT."""
+    the environment and ``config_file``, until SIGTERM or SIGINT. ``listening``: the
+    sockets the fast path bound ahead for the command line's addresses
+    (:func:`beanpole.cli.serve_fast.bind_ahead`); the server adopts them, and they are
+    closed here if the settings are refused first."""
     if "fsync_ms" in flags:
         # -f turns syncing on, as in beanstalkd, whatever the environment or file say.
         flags["no_fsync"] = False
     if not flags.get("hooks", True):
         del flags["hooks"]  # --hooks not given: click's empty tuple is no setting
-    config = _load_config(config_file, flags)
+    try:
+        config = _load_config(config_file, flags)
+    except ServeError:
+        # A refused flag goes back to click, which starts again: free the addresses.
+        for fd in listening:
+            os.close(fd)
+        raise
     logs.setup(config.verbose, config.log_format)
     try:
         inherited = systemd.listen_fds()
     except systemd.SystemdError as err:
         raise ServeError(f"socket activation: {err}") from None
-    server = Server(config, listen_fds=inherited)
+    server = Server(config, listen_fds=inherited or listening)
     for spec in config.hooks:
         try:
             load_hook(spec)(server)

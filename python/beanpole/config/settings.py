@@ -32,6 +32,7 @@ from beanpole.config.checks import (
 )
 from beanpole.config.problems import Invalid, did_you_mean
 from beanpole.config.sources import CONFIG_FILE_ENV, env_values, env_var, toml_values
+from beanpole.defaults import LISTEN, LOG_FORMATS, PORT
 
 __all__ = [
     "DEFAULT_SEGMENT_SIZE",
@@ -49,8 +50,6 @@ __all__ = [
 MAX_JOB_SIZE_LIMIT: Final = 1 << 30
 #: beanstalkd's default segment size (``-s``), 10 MiB.
 DEFAULT_SEGMENT_SIZE: Final = 10 * 1024 * 1024
-#: Formats of the log lines ``beanpole serve`` writes to stderr.
-LOG_FORMATS: Final = ("text", "json")
 
 _T = TypeVar("_T")
 
@@ -126,14 +125,14 @@ class Config:
     """Settings of one beanpole server. Immutable; use :meth:`replace` to derive another."""
 
     listen: tuple[str, ...] = _setting(
-        ("127.0.0.1",),
+        LISTEN,
         flag="-l/--listen",
         doc="Address to listen on, repeatable: IPv4, IPv6, either with a port "
         "(127.0.0.1:11301, [::1]:11301), or unix:/path; tls: before a TCP address "
         "serves it with TLS (tls:0.0.0.0:11443).",
     )
     port: int = _setting(
-        11300,
+        PORT,
         flag="-p/--port",
         doc="TCP port of the addresses given without one; 0 picks a free port.",
     )

@@ -4,6 +4,7 @@
 //! `ServerHandle`; every call that can block (start, stop, wait) releases the GIL.
 
 mod admin;
+mod ahead;
 mod binlog;
 mod client;
 mod events;
@@ -355,6 +356,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EVENT_KINDS", events::kind_names())?;
     m.add_class::<admin::PyAdmin>()?;
     m.add_class::<client::PyClient>()?;
+    m.add_function(wrap_pyfunction!(ahead::bind_ahead, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_dump, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_verify, m)?)?;
     m.add_function(wrap_pyfunction!(binlog::binlog_compact, m)?)?;

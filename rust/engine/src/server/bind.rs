@@ -105,6 +105,43 @@ impl Bound {
     }
 }
 
+/// Bind the TCP addresses `addrs` exactly as a server's start would, outside any
+/// runtime, and hand the listening sockets back: for a program that listens first
+/// and starts its server later, which then adopts them as inherited sockets
+/// (`beanpole serve` listens before the rest of Python has loaded, so a client that
+/// connects early waits in the backlog instead of being refused). Only TCP: a Unix
+/// socket's file and a TLS listener stay with the server's own start.
+pub fn bind_ahead(addrs: &[ListenAddr]) -> Result<Vec<OwnedFd>, ServerError> {
+    if let Some(other) = addrs.iter().find(|a| !matches!(a, ListenAddr::Tcp(_))) {
+        return Err(ServerError::Invalid(format!(
+            "{other} is bound at the server's start, not ahead of it"
+        )));
+    }
+    // The tokio listeners need a reactor while they exist; a small one does.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .map_err(ServerError::Runtime)?;
+    let _entered = runtime.enter();
+    let bound = bind_all(addrs, &[], None)?;
+    bound
+        .listeners
+        .into_iter()
+        .zip(&bound.addrs)
+        .map(|(listener, addr)| match listener {
+            Listener::Tcp(tcp) => {
+                tcp.into_std()
+                    .map(OwnedFd::from)
+                    .map_err(|source| ServerError::Bind {
+                        addr: addr.to_string(),
+                        source,
+                    })
+            }
+            _ => unreachable!("only TCP addresses were bound"),
+        })
+        .collect()
+}
+
 /// Whether the IPv6 address `sa` should take IPv6 connections only: when an IPv4
 /// address is listed for the same port. Linux's IPv6 sockets take IPv4 as well by
 /// default, so `-l 0.0.0.0 -l ::` would otherwise fail with the port in use; alone,

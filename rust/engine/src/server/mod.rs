@@ -28,6 +28,7 @@ use std::time::Instant;
 use tokio::sync::Notify;
 
 pub use self::admin::{Admin, AdminError, Snapshot};
+pub use self::bind::bind_ahead;
 #[cfg(feature = "fault-injection")]
 pub use self::conn::FAULT_PANIC;
 pub use self::error::ServerError;
