@@ -1,5 +1,5 @@
-//! Hints to the kernel about large buffers filled at once (a restart's job table,
-//! the table as a burst of puts grows it, and replay's list of jobs): back them with transparent huge pages, so filling
+//! Hints to the kernel about large buffers filled at once (a restart's job table
+//! and replay's list of jobs): back them with transparent huge pages, so filling
 //! a few hundred megabytes costs one page fault per 2 MiB instead of one per
 //! 4 KiB. Only a hint: where huge pages are off, nothing changes.
 
