@@ -141,9 +141,13 @@ impl PyClient {
             body: b"",
         };
         let result = py.detach(|| {
-            // Kinds of the commands sent and not yet answered, oldest first.
+            // Kinds of the commands sent and not yet answered, oldest first; kept
+            // only with per-row tubes (without, every command is a put).
             let sent: RefCell<VecDeque<Sent>> = RefCell::new(VecDeque::new());
+            let tracked = tubes.is_some();
             let mut tally: Tally<u64> = Tally::default();
+            // One allocation for the ids, not a doubling per power of two.
+            tally.done.reserve(len);
             let mut conn = self.lock();
             let mut next = 0usize;
             let mut using: Option<u32> = None;
@@ -171,13 +175,19 @@ impl PyClient {
                             ttr: ttr.get(next),
                             body: &data[a..b],
                         })?;
-                        sent.borrow_mut().push_back(Sent::Put);
+                        if tracked {
+                            sent.borrow_mut().push_back(Sent::Put);
+                        }
                         next += 1;
                     }
                     Ok(())
                 },
                 |_, reply| {
-                    let kind = sent.borrow_mut().pop_front().unwrap_or(Sent::Put);
+                    let kind = if tracked {
+                        sent.borrow_mut().pop_front().unwrap_or(Sent::Put)
+                    } else {
+                        Sent::Put
+                    };
                     match kind {
                         Sent::Use => match reply {
                             Reply::Using(_) => tally.failed.is_none(),
@@ -208,11 +218,14 @@ impl PyClient {
             tally.finish(result).map_err(Box::new)
         });
         let ids = result.map_err(|f| batch_error(py, "put_many_columns", f, id_of))?;
-        let mut out = Vec::with_capacity(ids.len() * 8);
-        for id in ids {
-            out.extend_from_slice(&id.to_le_bytes());
-        }
-        Ok(PyBytes::new(py, &out).unbind())
+        // Written straight into the bytes object handed to Python.
+        let packed = PyBytes::new_with(py, ids.len() * 8, |out| {
+            for (slot, id) in out.chunks_exact_mut(8).zip(&ids) {
+                slot.copy_from_slice(&id.to_le_bytes());
+            }
+            Ok(())
+        })?;
+        Ok(packed.unbind())
     }
 
     /// See `NativeClient.stats_job_many` in `_core.pyi`.
