@@ -8,19 +8,19 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use beanpole_cluster::types::{Batch, NodeId, Peer, Raft, TypeConfig};
+use beanpole_cluster::types::{NodeId, Peer, Raft, TypeConfig};
 use beanpole_cluster::{open_storage, StateView};
-use beanpole_engine::wal::format::{JobFields, JobRecord, Record, StoredState};
-use bytes::Bytes;
+use beanpole_engine::wal::format::Record;
 use openraft::error::{InstallSnapshotError, RPCError, RaftError, RemoteError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::Config;
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
+mod common;
+
+use common::{batch, put, Error};
 
 /// The nodes by id. A std mutex: held only to clone a handle out, never across
 /// an await.
@@ -105,39 +105,6 @@ impl RaftNetwork<TypeConfig> for Link {
     }
 }
 
-fn put(id: u64, body: &[u8]) -> Record {
-    Record::Job(JobRecord {
-        fields: JobFields {
-            id,
-            pri: 1024,
-            delay: 0,
-            ttr: 60,
-            state: StoredState::Ready,
-            created: 1_700_000_000_000_000_000,
-            ready_at: 0,
-            bury_seq: 0,
-            reserves: 0,
-            timeouts: 0,
-            releases: 0,
-            buries: 0,
-            kicks: 0,
-        },
-        tube: b"default".to_vec(),
-        body: body.to_vec(),
-    })
-}
-
-fn batch(at: i64, records: &[Record]) -> Batch {
-    let mut bytes = Vec::new();
-    for r in records {
-        r.encode(&mut bytes);
-    }
-    Batch {
-        at,
-        records: Bytes::from(bytes),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_put_through_the_leader_is_applied_on_all_three_nodes() -> Result<(), Error> {
     let dirs = [
@@ -145,15 +112,7 @@ async fn a_put_through_the_leader_is_applied_on_all_three_nodes() -> Result<(), 
         tempfile::tempdir()?,
         tempfile::tempdir()?,
     ];
-    let config = Arc::new(
-        Config {
-            heartbeat_interval: 50,
-            election_timeout_min: 200,
-            election_timeout_max: 400,
-            ..Config::default()
-        }
-        .validate()?,
-    );
+    let config = Arc::new(common::quick().validate()?);
     let router = Router::default();
     let mut members = BTreeMap::new();
     let mut views: Vec<(NodeId, StateView)> = Vec::new();

@@ -47,9 +47,16 @@ pub enum EncodeError {
 
 /// Append a space and the decimal digits of `n`.
 fn arg(buf: &mut Vec<u8>, n: u64) {
+    buf.push(b' ');
+    push_u64(buf, n);
+}
+
+/// Append `n` in decimal, without going through `fmt`: the client's command lines
+/// and the server's replies (`INSERTED 7`) both write their numbers with it.
+#[inline]
+pub fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
-    let mut n = n;
     loop {
         i -= 1;
         // n % 10 < 10, so the cast cannot truncate.
@@ -59,7 +66,6 @@ fn arg(buf: &mut Vec<u8>, n: u64) {
             break;
         }
     }
-    buf.push(b' ');
     buf.extend_from_slice(&digits[i..]);
 }
 

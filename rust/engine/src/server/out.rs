@@ -11,6 +11,8 @@ use std::io::{self, IoSlice};
 use bytes::Bytes;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use crate::protocol::encode::push_u64;
+
 /// Bodies at least this long (CRLF included) are written from the job's own bytes.
 const BY_REF_MIN: usize = 2048;
 /// Slices handed to one `writev` at most (Linux allows 1024).
@@ -127,21 +129,6 @@ impl Out {
         }
         pieces
     }
-}
-
-/// Append `n` in decimal, without going through `fmt`.
-pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
 }
 
 #[cfg(test)]
