@@ -11,17 +11,21 @@
 //! * [`net`]: the TCP transport between nodes (`RaftNetwork` and the server
 //!   that answers peers);
 //! * [`identity`]: the data directory's marker of its node and cluster;
-//! * [`file`]: the cluster file, `cluster.toml`, read and checked.
+//! * [`file`]: the cluster file, `cluster.toml`, read and checked;
+//! * [`node`]: a node as `serve --cluster` runs it: Raft, its peers' server,
+//!   and the engine's server for clients while it leads.
 //!
 //! The engine never imports this crate: a server without a cluster runs exactly
-//! as before. This crate imports from the engine only `wal::replica` (and the
-//! record format through it).
+//! as before. This crate imports from the engine `wal::replica` (and the
+//! record format through it), `wal::replicate` (the leader's store journaling
+//! into Raft) and the server handle a leader serves clients with.
 
 pub mod codec;
 pub mod file;
 pub mod identity;
 pub mod logstore;
 pub mod net;
+pub mod node;
 pub mod sm;
 pub mod snapshot;
 pub mod types;

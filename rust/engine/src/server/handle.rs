@@ -199,6 +199,22 @@ pub struct ServerHandle {
 impl ServerHandle {
     /// Bind and start serving; returns once every socket is listening.
     pub fn start(config: ServerConfig) -> Result<ServerHandle, ServerError> {
+        ServerHandle::start_with(config, None)
+    }
+
+    /// [`ServerHandle::start`] with a log opened by the caller (a cluster
+    /// leader's replicated one, `wal::replicate`) instead of `config.log`.
+    pub fn start_with_log(
+        config: ServerConfig,
+        log: crate::wal::OpenedLog,
+    ) -> Result<ServerHandle, ServerError> {
+        ServerHandle::start_with(config, Some(log))
+    }
+
+    fn start_with(
+        config: ServerConfig,
+        opened: Option<crate::wal::OpenedLog>,
+    ) -> Result<ServerHandle, ServerError> {
         if config.max_job_size > MAX_JOB_SIZE_LIMIT {
             return Err(ServerError::Invalid(format!(
                 "max job size {} is over the limit of {MAX_JOB_SIZE_LIMIT} bytes",
@@ -221,9 +237,10 @@ impl ServerHandle {
         let engine = Engine::new(worker_threads(config.threads)).map_err(ServerError::Runtime)?;
         // The log comes first: a locked or corrupt directory fails the start before
         // anything listens.
-        let mut log = match &config.log {
-            Some(lc) => Some(crate::wal::open(lc, config.max_job_size)?),
-            None => None,
+        let mut log = match (&config.log, opened) {
+            (_, Some(opened)) => Some(opened),
+            (Some(lc), None) => Some(crate::wal::open(lc, config.max_job_size)?),
+            (None, None) => None,
         };
         let bound = engine
             .block_on(async { bind_all(&config.listen, &config.listen_fds, config.unix_mode) })?;

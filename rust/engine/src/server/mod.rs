@@ -69,6 +69,8 @@ pub struct Shared {
     fixed: FixedInfo,
     /// The write-ahead log's hand-over to its writer thread, when there is a log.
     pub(crate) log_pipe: Option<Arc<crate::wal::pipe::LogPipe>>,
+    /// Whether that log is a cluster's (`wal/replicate.rs`).
+    replicated: bool,
     /// Events for admin hooks and log lines for the host's logger.
     pub(crate) events: Arc<EventHub>,
     /// The certificates of the `tls:` listeners, when the server has any.
@@ -125,6 +127,7 @@ impl Shared {
                 os,
                 platform,
             },
+            replicated: log_pipe.as_ref().is_some_and(|p| p.is_replicated()),
             log_pipe,
             events,
             tls: None,
@@ -161,7 +164,12 @@ impl Shared {
                 rearm = true;
             }
         }
-        let log = store.flush_log();
+        let mut log = store.flush_log();
+        if self.replicated {
+            // A cluster leader's store may show changes not yet committed: every
+            // reply, a read's too, waits until what its pass saw is committed.
+            log = log.or_else(|| store.log_position());
+        }
         Settled {
             wakeups,
             rearm,

@@ -147,7 +147,12 @@ impl Store {
             current_index: l.current(),
             records_migrated: l.records_migrated,
             records_written: l.records_written,
-            max_size: l.segment_size(),
+            // A replicated store has no segments: report the default size.
+            max_size: if l.pipe().is_replicated() {
+                crate::wal::DEFAULT_SEGMENT_SIZE
+            } else {
+                l.segment_size()
+            },
         })
     }
 

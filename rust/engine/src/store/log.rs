@@ -87,7 +87,7 @@ impl StoreLog {
             records_dropped: 0,
             next_id_hint: Arc::clone(&opened.next_id_hint),
             mono_base: now,
-            wall_base: wall_now(),
+            wall_base: wall_now().max(opened.clock_floor),
             scan_cursor: 0,
         };
         let header = Header {

@@ -209,6 +209,11 @@ impl LiveJobs {
             })
     }
 
+    /// The tube names a job's `tube` indexes.
+    pub fn tubes(&self) -> &[Vec<u8>] {
+        &self.tubes
+    }
+
     /// How many jobs are live.
     pub fn len(&self) -> usize {
         self.index.len()

@@ -3,7 +3,8 @@
 //! and read-only mapped segments ([`mapped`]), group commit ([`pipe`], with the
 //! slow work on the [`writer`] thread), recovery ([`recover`], with the live-job
 //! set in `live`), a cluster's replica of the committed state ([`replica`]),
-//! offline tools ([`tools`]) and the reader of beanstalkd's binlog
+//! the hand-over of a cluster leader's records ([`replicate`]), offline tools
+//! ([`tools`]) and the reader of beanstalkd's binlog
 //! directories ([`import`]).
 //!
 //! [`open`] locks a directory, refuses a beanstalkd binlog directory (pointing at
@@ -24,6 +25,7 @@ pub mod mapped;
 pub mod pipe;
 pub mod recover;
 pub mod replica;
+pub mod replicate;
 pub mod table;
 pub mod tools;
 pub mod writer;
@@ -110,7 +112,11 @@ pub struct OpenedLog {
     pub writer: Option<JoinHandle<()>>,
     /// The identity of the directory's job-id space (see [`instance`]).
     pub instance: String,
-    _lock: DirLock,
+    /// Wall ns the store's times may not start before (a cluster's replicated
+    /// clock; 0 for a log directory).
+    pub clock_floor: i64,
+    /// The directory's lock (none for a replicated store, whose node holds it).
+    _lock: Option<DirLock>,
 }
 
 /// Open (creating if needed) the log directory and start its writer thread.
@@ -170,6 +176,7 @@ pub fn open_in(
         next_id_hint,
         writer: Some(handle),
         instance,
-        _lock: lock,
+        clock_floor: 0,
+        _lock: Some(lock),
     })
 }

@@ -26,6 +26,7 @@ use super::buffers::BufferPool;
 use super::format::Header;
 use super::fs::SegmentFile;
 use super::fsync::FsyncPolicy;
+use super::replicate::Replicate;
 use crate::events::{level, EventHub, EventKind};
 
 /// Work for the log, in order.
@@ -143,6 +144,9 @@ pub struct LogPipe {
     pub(super) dir_name: String,
     /// Buffers of durable records, for the store's next batches.
     pub buffers: BufferPool,
+    /// A cluster leader's sink (`replicate.rs`): records go there instead of to
+    /// segments, and the cluster acknowledges them once committed.
+    replicate: Option<Arc<dyn Replicate>>,
 }
 
 impl std::fmt::Debug for LogPipe {
@@ -187,7 +191,23 @@ impl LogPipe {
             events: OnceLock::new(),
             dir_name,
             buffers: BufferPool::default(),
+            replicate: None,
         }
+    }
+
+    /// A pipe whose records go to `sink` (see `replicate.rs`): nothing is written
+    /// here; [`LogPipe::acknowledge`] is called by whoever learns a position is
+    /// committed.
+    pub fn replicated(sink: Arc<dyn Replicate>, name: String) -> LogPipe {
+        LogPipe {
+            replicate: Some(sink),
+            ..LogPipe::new(FsyncPolicy::Never, name)
+        }
+    }
+
+    /// Whether records go to a cluster rather than to segment files.
+    pub fn is_replicated(&self) -> bool {
+        self.replicate.is_some()
     }
 
     /// Queue a batch of tasks; tasks only the writer thread can do wake it.
@@ -195,6 +215,15 @@ impl LogPipe {
     /// writes them writes those that follow each other in a segment with one
     /// vectored write.
     pub fn submit(&self, tasks: impl IntoIterator<Item = Task>) {
+        if let Some(sink) = &self.replicate {
+            // No segments: only the records matter, in the order submitted.
+            for task in tasks {
+                if let Task::Write { bytes, end, .. } = task {
+                    sink.propose(bytes, end);
+                }
+            }
+            return;
+        }
         let mut needs_thread = false;
         {
             let mut q = lock(&self.queue);
@@ -214,6 +243,10 @@ impl LogPipe {
     pub fn write_through(&self, position: u64) -> bool {
         if self.acked.load(Ordering::SeqCst) >= position {
             return true;
+        }
+        if self.replicate.is_some() {
+            // Nothing to write here: the cluster acknowledges the commit.
+            return false;
         }
         if self.written.load(Ordering::SeqCst) < position {
             if self.failing() {
@@ -324,8 +357,9 @@ impl LogPipe {
         self.acked.load(Ordering::SeqCst)
     }
 
-    /// Raise the acknowledged position (written or synced, by policy).
-    pub(super) fn acknowledge(&self, position: u64) {
+    /// Raise the acknowledged position (written or synced, by policy; for a
+    /// replicated pipe, committed by the cluster).
+    pub fn acknowledge(&self, position: u64) {
         if self.acked.fetch_max(position, Ordering::SeqCst) < position
             && self.waiters.load(Ordering::SeqCst) > 0
         {

@@ -17,6 +17,7 @@ use thiserror::Error;
 use super::decode::{JobRef, RecordRef};
 use super::format::{DecodeError, Header, Record, HEADER_LEN};
 use super::live::LiveJobs;
+use super::recover::Recovered;
 
 /// Why bytes handed to a replica are not a run of records or a snapshot image.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -122,6 +123,20 @@ impl Replica {
             tube,
             body: job.body(),
         })
+    }
+
+    /// The state as a restart's replay would return it, for a store to take
+    /// over (`Store::attach_log`): copies of the live jobs, by id.
+    pub fn to_recovered(&self) -> Recovered {
+        let mut recovered = Recovered {
+            jobs: self.live.live().map(|(job, _)| job.clone()).collect(),
+            tubes: self.live.tubes().to_vec(),
+            next_id: self.next_id,
+            max_bury_seq: self.max_bury_seq,
+            ..Recovered::default()
+        };
+        recovered.sort_jobs();
+        recovered
     }
 
     /// Append the state as a segment image to `out`: a header (sequence 1, the id

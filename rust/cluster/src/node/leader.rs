@@ -1,0 +1,171 @@
+//! Serving clients while this node leads: the task that watches Raft's
+//! metrics ([`run`]) starts the engine's server on the committed state when the
+//! node becomes leader, and stops it when the node loses the lead.
+//!
+//! At the start of a term the leader waits until it has applied everything
+//! committed before it (`ensure_linearizable`), then builds a store from the
+//! state machine's replica (the way a restart builds one from a log), with its
+//! clock no earlier than the replicated clock, and serves it on the client
+//! address. The store's records go to Raft (`propose.rs`). When the term ends,
+//! the server stops: replies still waiting for a commit are not sent, and the
+//! connections close. While the node does not lead, the client address stays
+//! bound and its connections are closed at once (`door.rs`), so a client
+//! learns quickly to try another node.
+
+use std::net::TcpListener as StdListener;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use beanpole_engine::server::{ServerConfig, ServerHandle};
+use beanpole_engine::wal::replicate;
+use openraft::ServerState;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::{door, propose};
+use crate::sm::StateView;
+use crate::types::{NodeId, Raft};
+
+/// How long a new leader waits to have applied the entries committed before
+/// its term before it tries again.
+const CATCH_UP: Duration = Duration::from_secs(5);
+/// How often a leader that could not start serving tries again.
+const RETRY: Duration = Duration::from_millis(250);
+/// How long stopping a term's server may take.
+const STOP: Duration = Duration::from_secs(2);
+
+/// What the leadership task needs.
+pub struct Leading {
+    pub id: NodeId,
+    pub raft: Raft,
+    pub view: StateView,
+    /// The engine settings of the term servers (their listen socket is set
+    /// here).
+    pub server: ServerConfig,
+    /// The client address, bound at start and kept for the node's life.
+    pub client: Arc<StdListener>,
+    /// `stats`'s `id` of every term's server: the cluster's job-id space.
+    pub instance: String,
+    /// The term whose server runs now (None while not serving). A watch
+    /// channel: readers want the latest value only, and may wait for one.
+    pub serving: watch::Sender<Option<u64>>,
+}
+
+/// One term's running server and its proposer.
+struct Serving {
+    term: u64,
+    handle: ServerHandle,
+    proposer: JoinHandle<()>,
+}
+
+/// Watch the metrics until Raft stops, serving while this node leads.
+pub async fn run(leading: Leading) {
+    let mut metrics = leading.raft.metrics();
+    let mut door = Some(door::spawn(&leading.client));
+    let mut serving: Option<Serving> = None;
+    loop {
+        let (leads, term) = {
+            let m = metrics.borrow_and_update();
+            (
+                m.state == ServerState::Leader && m.current_leader == Some(leading.id),
+                m.current_term,
+            )
+        };
+        if serving.as_ref().is_some_and(|s| !leads || s.term != term) {
+            if let Some(s) = serving.take() {
+                stop_term(&leading, s).await;
+            }
+            door = Some(door::spawn(&leading.client));
+        }
+        if leads && serving.is_none() {
+            if let Some(started) = start_term(&leading, term).await {
+                if let Some(d) = door.take() {
+                    d.abort();
+                }
+                leading.serving.send_replace(Some(started.term));
+                serving = Some(started);
+            }
+        }
+        let retry = leads && serving.is_none();
+        tokio::select! {
+            changed = metrics.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+            }
+            () = tokio::time::sleep(RETRY), if retry => {}
+        }
+    }
+    if let Some(s) = serving.take() {
+        stop_term(&leading, s).await;
+    }
+    if let Some(d) = door.take() {
+        d.abort();
+    }
+}
+
+/// Start serving term `term`, once everything committed before it is applied;
+/// None if the node no longer leads it or the server cannot start.
+async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
+    match tokio::time::timeout(CATCH_UP, leading.raft.ensure_linearizable()).await {
+        Ok(Ok(_)) => {}
+        _ => return None,
+    }
+    {
+        let m = leading.raft.metrics();
+        let m = m.borrow();
+        if m.current_term != term || m.state != ServerState::Leader {
+            return None;
+        }
+    }
+    let (recovered, clock) = {
+        let state = leading.view.lock();
+        (state.replica.to_recovered(), state.clock)
+    };
+    let (sink, rx) = propose::Proposals::new();
+    let opened = replicate::opened(
+        recovered,
+        sink,
+        clock,
+        leading.instance.clone(),
+        format!("cluster node {}", leading.id),
+    );
+    let pipe = Arc::clone(&opened.pipe);
+    let mut config = leading.server.clone();
+    config.listen = Vec::new();
+    config.listen_fds = vec![leading.client.as_raw_fd()];
+    let started =
+        tokio::task::spawn_blocking(move || ServerHandle::start_with_log(config, opened)).await;
+    match started {
+        Ok(Ok(handle)) => {
+            let proposer = tokio::spawn(propose::run(leading.raft.clone(), rx, pipe, clock));
+            Some(Serving {
+                term,
+                handle,
+                proposer,
+            })
+        }
+        Ok(Err(e)) => {
+            eprintln!(
+                "beanpole: node {}: cannot serve term {term}: {e}",
+                leading.id
+            );
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// Stop a term's server (its connections close; unacknowledged replies are
+/// never sent) and its proposer.
+async fn stop_term(leading: &Leading, serving: Serving) {
+    leading.serving.send_replace(None);
+    let Serving {
+        mut handle,
+        proposer,
+        ..
+    } = serving;
+    let _ = tokio::task::spawn_blocking(move || handle.stop(STOP)).await;
+    proposer.abort();
+}

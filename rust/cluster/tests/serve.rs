@@ -1,0 +1,159 @@
+//! Three cluster nodes as `serve --cluster` runs them (`node::Node`), in one
+//! process over loopback: the leader serves stock protocol clients, a put is
+//! acknowledged once committed, a follower's client address closes its
+//! connections, and when the leader stops a new leader serves the jobs the
+//! old one acknowledged, with ids going on after them.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use beanpole_cluster::file::ClusterFile;
+use beanpole_cluster::node::{Node, NodeConfig};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// A free loopback port (bound, then released for the node to bind).
+fn free_port() -> Result<u16, Error> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn cluster_file(n: u64) -> Result<ClusterFile, Error> {
+    let mut text = String::new();
+    for id in 1..=n {
+        text.push_str(&format!(
+            "[[node]]\nid = {id}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
+            free_port()?,
+            free_port()?
+        ));
+    }
+    Ok(ClusterFile::parse(&text, "cluster.toml")?)
+}
+
+fn start(file: &ClusterFile, id: u64, dir: &std::path::Path) -> Result<Node, Error> {
+    let mut config = NodeConfig::new(file.clone(), id, dir.to_path_buf());
+    config.raft.heartbeat_interval = 50;
+    config.raft.election_timeout_min = 300;
+    config.raft.election_timeout_max = 600;
+    Ok(Node::start(config)?)
+}
+
+/// The node that serves clients, once one does (at most 15 s).
+fn serving(nodes: &[Option<Node>]) -> Result<usize, Error> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        for (i, node) in nodes.iter().enumerate() {
+            if let Some(node) = node {
+                if node.wait_serving(Duration::from_millis(20)) {
+                    return Ok(i);
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            return Err("no node serves clients".into());
+        }
+    }
+}
+
+struct Client {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr) -> Result<Client, Error> {
+        let s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        Ok(Client {
+            reader: BufReader::new(s.try_clone()?),
+            writer: s,
+        })
+    }
+
+    fn call(&mut self, command: &[u8]) -> Result<String, Error> {
+        self.writer.write_all(command)?;
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        Ok(line)
+    }
+
+    fn body(&mut self, len: usize) -> Result<Vec<u8>, Error> {
+        let mut buf = vec![0; len + 2];
+        self.reader.read_exact(&mut buf)?;
+        buf.truncate(len);
+        Ok(buf)
+    }
+}
+
+#[test]
+fn the_leader_serves_clients_and_a_new_leader_has_what_it_acknowledged() -> Result<(), Error> {
+    let file = cluster_file(3)?;
+    let dirs: Vec<tempfile::TempDir> = (0..3)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    let mut nodes: Vec<Option<Node>> = Vec::new();
+    for id in 1..=3u64 {
+        nodes.push(Some(start(&file, id, dirs[id as usize - 1].path())?));
+    }
+    let first = serving(&nodes)?;
+    let leader = nodes[first].as_ref().ok_or("leader")?;
+    assert_eq!(leader.status().role, "leader");
+    let mut client = Client::connect(leader.client_addr()?)?;
+    for i in 1..=20u32 {
+        let body = format!("job {i}");
+        let put = format!("put {i} 0 60 {}\r\n{body}\r\n", body.len());
+        assert_eq!(client.call(put.as_bytes())?, format!("INSERTED {i}\r\n"));
+    }
+    assert_eq!(client.call(b"delete 3\r\n")?, "DELETED\r\n");
+    assert_eq!(
+        client.call(b"reserve-with-timeout 0\r\n")?,
+        "RESERVED 1 5\r\n"
+    );
+    assert_eq!(client.body(5)?, b"job 1");
+
+    // A follower's client address closes its connections at once.
+    let follower = (first + 1) % 3;
+    let addr = nodes[follower].as_ref().ok_or("follower")?.client_addr()?;
+    let mut closed = TcpStream::connect(addr)?;
+    closed.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        closed.read(&mut byte).ok(),
+        Some(0),
+        "a follower kept a client"
+    );
+
+    // The leader stops; another node takes over with every acknowledged change.
+    drop(client);
+    if let Some(mut old) = nodes[first].take() {
+        old.stop();
+        assert_eq!(old.status().role, "down");
+    }
+    let second = serving(&nodes)?;
+    assert_ne!(second, first);
+    let leader = nodes[second].as_ref().ok_or("new leader")?;
+    let mut client = Client::connect(leader.client_addr()?)?;
+    assert_eq!(
+        client.call(b"peek 3\r\n")?,
+        "NOT_FOUND\r\n",
+        "the delete was lost"
+    );
+    assert_eq!(client.call(b"peek 20\r\n")?, "FOUND 20 6\r\n");
+    assert_eq!(client.body(6)?, b"job 20");
+    // Job 1 was reserved by a client of the old leader: it is ready again.
+    assert_eq!(client.call(b"peek-ready\r\n")?, "FOUND 1 5\r\n");
+    assert_eq!(client.body(5)?, b"job 1");
+    let stats = client.call(b"stats-tube default\r\n")?;
+    let len: usize = stats
+        .trim_end()
+        .strip_prefix("OK ")
+        .ok_or("stats-tube")?
+        .parse()?;
+    let yaml = String::from_utf8(client.body(len)?)?;
+    assert!(yaml.contains("current-jobs-ready: 19\n"), "{yaml}");
+    assert_eq!(client.call(b"put 0 0 60 3\r\nnew\r\n")?, "INSERTED 21\r\n");
+    for node in nodes.iter_mut().flatten() {
+        node.stop();
+    }
+    Ok(())
+}
