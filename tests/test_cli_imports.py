@@ -47,6 +47,7 @@ SERVE_MODULES = {
     "beanpole.cli.serve_fast",
     "beanpole.cli.serve_options",
     "beanpole.cli.serve_run",
+    "beanpole.cli.serve_errors",
     "beanpole.server",
     "beanpole.server.embedded",
     "beanpole.server.systemd",

@@ -63,6 +63,8 @@ def test_defaults() -> None:
     assert config.http_read_token_file is None  # and job bodies are hidden
     assert config.http_allowed_host == ()  # localhost and the addresses served only
     assert config.http_max_connections == 64
+    assert config.cluster is None  # a single server
+    assert config.node is None
 
 
 def test_fields_are_exactly_the_documented_settings() -> None:
@@ -93,6 +95,8 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "tls_client_ca",
         "max_connections",
         "max_memory",
+        "cluster",
+        "node",
     ]
 
 

@@ -7,6 +7,7 @@ from typing import Any, final
 __all__ = [
     "EVENT_KINDS",
     "Admin",
+    "ClusterNode",
     "EventStream",
     "NativeClient",
     "ServerHandle",
@@ -28,6 +29,31 @@ __version__: str
 EVENT_KINDS: list[str]
 
 _StatValue = int | float | str | bool
+
+@final
+class ClusterNode:
+    """A node of a replicated cluster (``beanpole serve --cluster FILE --node N -b DIR``)."""
+
+    @staticmethod
+    def start(
+        cluster_file: str | os.PathLike[str],
+        node: int,
+        data_dir: str | os.PathLike[str],
+        max_job_size: int = 65535,
+        verbose: int = 0,
+        threads: int = 0,
+        max_connections: int = 0,
+        max_memory: int = 0,
+        heartbeat_ms: int = 100,
+        election_timeout_ms: tuple[int, int] = ...,
+    ) -> ClusterNode: ...
+    @property
+    def node(self) -> int: ...
+    @property
+    def address(self) -> tuple[str, int]: ...
+    def status(self) -> dict[str, int | str | bool | None]: ...
+    def wait_serving(self, timeout: float) -> bool: ...
+    def stop(self) -> None: ...
 
 @final
 class ServerHandle:

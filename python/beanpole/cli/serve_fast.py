@@ -156,9 +156,10 @@ def bind_ahead(config_file: str | None, flags: dict[str, Any]) -> tuple[int, ...
     harness that waits a fixed 0.1 s, say) then waits in the backlog until the server
     answers, instead of being refused, as with a service manager's sockets. Nothing is
     bound ahead where a config file, a ``BEANPOLE_*`` variable or a service manager
-    may decide where to listen, for a Unix or TLS address, or when binding fails: the
+    may decide where to listen, for a cluster node (its file decides), for a Unix or
+    TLS address, or when binding fails: the
     start then binds, and reports a failure, as it always has."""
-    if config_file is not None or "LISTEN_FDS" in os.environ:
+    if config_file is not None or "LISTEN_FDS" in os.environ or "cluster" in flags:
         return ()
     if any(name.startswith("BEANPOLE_") for name in os.environ):
         return ()

@@ -85,6 +85,8 @@ OPTIONS: Final = (
     Option("tls_client_ca", ("--tls-client-ca",), metavar="FILE"),
     Option("max_connections", ("--max-connections",), "int", "N"),
     Option("max_memory", ("--max-memory",), "int", "BYTES"),
+    Option("cluster", ("--cluster",), "file", "FILE", default_help="none (a single server)"),
+    Option("node", ("--node",), "int", "ID", default_help="none"),
 )
 
 #: The Config fields ``serve`` takes from flags.

@@ -23,6 +23,7 @@ import warnings
 from typing import Any
 
 from beanpole import logs
+from beanpole.cli.serve_errors import FlagError, ServeError
 from beanpole.config import Config, ConfigError
 from beanpole.ops.served import Server
 from beanpole.server import systemd
@@ -32,20 +33,6 @@ from beanpole.server.hooks import HookError, load_hook
 __all__ = ["FlagError", "ServeError", "run"]
 
 _LOG = logging.getLogger(logs.LOGGER)
-
-
-class ServeError(Exception):
-    """A one-line reason the server cannot serve (address in use, a bad environment
-    variable or config file, a log directory that cannot be used ...)."""
-
-
-class FlagError(ServeError):
-    """The value of the flag that sets ``field`` is refused: ``problem`` says why."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(problem)
-        self.field = field
-        self.problem = problem
 
 
 def run(
@@ -69,6 +56,13 @@ def run(
             os.close(fd)
         raise
     logs.setup(config.verbose, config.log_format)
+    if config.cluster is not None:
+        for fd in listening:
+            os.close(fd)
+        from beanpole.cli.serve_cluster import run_node
+
+        run_node(config, flags)
+        return
     try:
         inherited = systemd.listen_fds()
     except systemd.SystemdError as err:

@@ -23,6 +23,7 @@ __all__ = [
     "check_address",
     "check_binlog_dir",
     "check_bool",
+    "check_cluster",
     "check_file",
     "check_hooks",
     "check_hosts",
@@ -37,6 +38,17 @@ __all__ = [
 UNIX_PATH_MAX: Final = 107
 #: The largest value the native layer takes for an integer setting (a signed 64-bit one).
 INT64_MAX: Final = (1 << 63) - 1
+
+
+class ClusterSettings(Protocol):
+    """The settings :func:`check_cluster` reads (a :class:`beanpole.config.Config`)."""
+
+    @property
+    def cluster(self) -> str | None: ...
+    @property
+    def node(self) -> int | None: ...
+    @property
+    def binlog_dir(self) -> str | None: ...
 
 
 class TLSSettings(Protocol):
@@ -90,6 +102,25 @@ def check_file(name: str, value: object) -> None:
         return
     if not isinstance(value, str) or not value or "\0" in value:
         raise Invalid(f"must be a file path or None, got {value!r}", field=name)
+
+
+def check_cluster(config: ClusterSettings) -> None:
+    """--cluster names a file and needs --node (an id of 1 or more) and -b; --node
+    needs --cluster."""
+    check_file("cluster", config.cluster)
+    node = config.node
+    if node is not None and (isinstance(node, bool) or not isinstance(node, int) or node < 1):
+        raise Invalid(f"must be a node id of 1 or more, got {node!r}", field="node")
+    if config.cluster is None:
+        if node is not None:
+            raise Invalid("needs --cluster as well (the file that lists the nodes)", field="node")
+        return
+    if node is None:
+        raise Invalid("needs --node as well (this node's id in the file)", field="cluster")
+    if config.binlog_dir is None:
+        raise Invalid(
+            "needs -b/--binlog-dir as well (the node's data directory)", field="cluster"
+        )
 
 
 def check_tls(config: TLSSettings) -> None:

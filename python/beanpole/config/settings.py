@@ -21,6 +21,7 @@ from beanpole.config.checks import (
     INT64_MAX,
     check_binlog_dir,
     check_bool,
+    check_cluster,
     check_file,
     check_hooks,
     check_hosts,
@@ -113,6 +114,8 @@ class ConfigChanges(TypedDict, total=False):
     tls_client_ca: str | None
     max_connections: int
     max_memory: int
+    cluster: str | None
+    node: int | None
 
 
 def _setting(default: _T, *, flag: str, doc: str) -> _T:
@@ -274,6 +277,17 @@ class Config:
         doc="Bytes the jobs may take (bodies plus a fixed overhead each); beyond it puts "
         "are answered OUT_OF_MEMORY until deletes make room. 0 means no limit.",
     )
+    cluster: str | None = _setting(
+        None,
+        flag="--cluster",
+        doc="Run as a node of the replicated cluster this TOML file lists ([[node]] "
+        "entries with id, client and peer addresses); needs --node and -b.",
+    )
+    node: int | None = _setting(
+        None,
+        flag="--node",
+        doc="This node's id in the --cluster file.",
+    )
 
     def __post_init__(self) -> None:
         try:
@@ -329,6 +343,9 @@ class Config:
         check_tls(self)
         check_int("max_connections", self.max_connections, low=0, high=INT64_MAX)
         check_int("max_memory", self.max_memory, low=0, high=INT64_MAX)
+        if isinstance(self.cluster, os.PathLike):
+            object.__setattr__(self, "cluster", os.fspath(self.cluster))
+        check_cluster(self)
 
     # -- building -----------------------------------------------------------------------
 

@@ -99,6 +99,8 @@ ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "tls_client_ca": _parse_str,
     "max_connections": _parse_int,
     "max_memory": _parse_int,
+    "cluster": _parse_str,
+    "node": _parse_int,
 }
 
 

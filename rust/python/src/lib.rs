@@ -7,6 +7,7 @@ mod admin;
 mod ahead;
 mod binlog;
 mod client;
+mod cluster;
 mod events;
 mod table;
 
@@ -352,6 +353,7 @@ impl PyServerHandle {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", beanpole_engine::VERSION)?;
     m.add_class::<PyServerHandle>()?;
+    m.add_class::<cluster::PyClusterNode>()?;
     m.add_class::<events::PyEventStream>()?;
     m.add("EVENT_KINDS", events::kind_names())?;
     m.add_class::<admin::PyAdmin>()?;

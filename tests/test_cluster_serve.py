@@ -1,0 +1,153 @@
+"""``beanpole serve --cluster FILE --node N -b DIR``: three real node processes on
+loopback. The leader serves stock clients (greenstalk); a put is acknowledged once a
+majority has it on disk, so after the leader is killed with SIGKILL the new leader
+has every acknowledged put and delete, and ids go on after them. Bad starts get one
+line and a non-zero exit."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import greenstalk
+import pytest
+
+from servechild import BeanpoleChild
+
+DEADLINE = 30.0  # seconds for a cluster to elect a leader that serves
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def cluster_file(tmp_path: Path, n: int = 3) -> tuple[Path, dict[int, int]]:
+    """A cluster file of ``n`` loopback nodes; their client ports by id."""
+    clients = {i: free_port() for i in range(1, n + 1)}
+    text = "".join(
+        f'[[node]]\nid = {i}\nclient = "127.0.0.1:{port}"\npeer = "127.0.0.1:{free_port()}"\n'
+        for i, port in clients.items()
+    )
+    path = tmp_path / "cluster.toml"
+    path.write_text(text, encoding="utf-8")
+    return path, clients
+
+
+def start_node(path: Path, node: int, data: Path) -> BeanpoleChild:
+    child = BeanpoleChild("serve", "--cluster", str(path), "--node", str(node), "-b", str(data))
+    child.wait_line(rf"^beanpole node {node} of cluster .*: clients on ")
+    return child
+
+
+def leader(clients: dict[int, int], among: set[int]) -> tuple[int, greenstalk.Client]:
+    """The node among ``among`` that takes a put (followers close connections)."""
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        for node in sorted(among):
+            try:
+                client = greenstalk.Client(("127.0.0.1", clients[node]), use="probe")
+                client.put(b"probe")
+            except (OSError, greenstalk.Error):
+                continue
+            return node, client
+        time.sleep(0.02)
+    raise AssertionError(f"no node of {sorted(among)} served within {DEADLINE}s")
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[tuple[Path, dict[int, int], dict[int, BeanpoleChild]]]:
+    path, clients = cluster_file(tmp_path)
+    children = {i: start_node(path, i, tmp_path / f"node{i}") for i in clients}
+    try:
+        yield path, clients, children
+    finally:
+        for child in children.values():
+            child.kill()
+
+
+def test_a_killed_leader_loses_no_acknowledged_change(
+    tmp_path: Path, nodes: tuple[Path, dict[int, int], dict[int, BeanpoleChild]]
+) -> None:
+    path, clients, children = nodes
+    first, client = leader(clients, set(clients))
+    client.use("jobs")
+    put = {client.put(f"job {i} {i * i}".encode()): f"job {i} {i * i}" for i in range(50)}
+    client.watch("jobs")
+    deleted = []
+    for _ in range(10):
+        job = client.reserve(timeout=0)
+        client.delete(job)
+        deleted.append(job.id)
+    client.close()
+
+    children[first].kill()
+    second, client = leader(clients, set(clients) - {first})
+    assert second != first
+    for job_id, body in put.items():
+        if job_id in deleted:
+            with pytest.raises(greenstalk.NotFoundError):
+                client.peek(job_id)
+        else:
+            assert client.peek(job_id).body == body
+    assert client.stats_tube("jobs")["current-jobs-ready"] == 40
+    client.use("jobs")
+    assert client.put(b"after") > max(put)
+
+    # The killed node comes back on its directory; whichever node leads after the
+    # second leader stops has everything too.
+    children[first] = start_node(path, first, tmp_path / f"node{first}")
+    client.close()
+    assert children[second].stop() == 0
+    _, client = leader(clients, set(clients) - {second})
+    assert client.stats_tube("jobs")["current-jobs-ready"] == 41
+    client.close()
+
+
+def test_bad_starts_get_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
+    path, _ = cluster_file(tmp_path)
+
+    def fails(*args: str) -> tuple[int, str]:
+        child = BeanpoleChild("serve", *args)
+        status = child.finish()
+        lines = [line for line in child.stderr if line.strip()]
+        assert len(lines) == 1 or status == 2, lines
+        return status, "".join(lines)
+
+    status, out = fails("--cluster", str(path), "--node", "7", "-b", str(tmp_path / "d"))
+    assert status == 1
+    assert "has no node 7 (it lists 1, 2, 3)" in out
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[node]]\nid = 1\nclient = 'nowhere'\n", encoding="utf-8")
+    status, out = fails("--cluster", str(bad), "--node", "1", "-b", str(tmp_path / "d"))
+    assert status == 1
+    assert "cluster file" in out and "line" in out
+    status, out = fails("--node", "1")
+    assert status == 2
+    assert "needs --cluster" in out
+    status, out = fails("--cluster", str(path), "--node", "1")
+    assert status == 2
+    assert "needs -b/--binlog-dir" in out
+    status, out = fails("--cluster", str(path), "--node", "1", "-b", str(tmp_path / "d"), "-f", "0")
+    assert status == 1
+    assert "-f/--fsync-ms cannot be used with --cluster" in out
+
+    # A directory belongs to the node that made it.
+    child = start_node(path, 1, tmp_path / "one")
+    assert child.stop() == 0
+    status, out = fails("--cluster", str(path), "--node", "2", "-b", str(tmp_path / "one"))
+    assert status == 1
+    assert "belongs to node 1, not node 2" in out
+    # A single server's log directory is not a node's.
+    single = BeanpoleChild("serve", "-p", "0", "-b", str(tmp_path / "single"))
+    single.wait_line("listening on")
+    assert single.stop() == 0
+    status, out = fails("--cluster", str(path), "--node", "1", "-b", str(tmp_path / "single"))
+    assert status == 1
+    assert "a single-node log" in out
+    assert not os.path.exists(tmp_path / "single" / "cluster")
