@@ -157,3 +157,49 @@ fn the_leader_serves_clients_and_a_new_leader_has_what_it_acknowledged() -> Resu
     }
     Ok(())
 }
+
+#[test]
+fn a_leader_cut_off_from_a_majority_answers_no_read_once_its_lease_is_over() -> Result<(), Error> {
+    let file = cluster_file(3)?;
+    let dirs: Vec<tempfile::TempDir> = (0..3)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    let mut nodes: Vec<Option<Node>> = Vec::new();
+    for id in 1..=3u64 {
+        nodes.push(Some(start(&file, id, dirs[id as usize - 1].path())?));
+    }
+    let first = serving(&nodes)?;
+    let mut client = Client::connect(nodes[first].as_ref().ok_or("leader")?.client_addr()?)?;
+    assert_eq!(client.call(b"put 0 0 60 2\r\nhi\r\n")?, "INSERTED 1\r\n");
+    assert_eq!(client.call(b"peek 1\r\n")?, "FOUND 1 2\r\n");
+    assert_eq!(client.body(2)?, b"hi");
+
+    // Both followers stop: the leader can commit nothing more. (A majority of
+    // them could elect a new leader that deletes job 1; this one must not go on
+    // answering from its own state once its lease is over.)
+    for (i, node) in nodes.iter_mut().enumerate() {
+        if i != first {
+            if let Some(mut node) = node.take() {
+                node.stop();
+            }
+        }
+    }
+    // The time under test: the lease (3/4 of the 600 ms election timeout's
+    // maximum here) runs out.
+    std::thread::sleep(Duration::from_secs(1));
+    client.writer.write_all(b"peek 1\r\n")?;
+    client
+        .reader
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut line = String::new();
+    let read = client.reader.read_line(&mut line);
+    assert!(
+        matches!(&read, Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)),
+        "a leader without a majority answered {line:?} ({read:?})"
+    );
+    for node in nodes.iter_mut().flatten() {
+        node.stop();
+    }
+    Ok(())
+}

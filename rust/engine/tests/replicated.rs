@@ -7,6 +7,7 @@
 mod wire_util;
 
 use std::io::{ErrorKind, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
@@ -20,12 +21,20 @@ use wire_util::Client;
 
 /// Records proposed, as (bytes, end), sent to the test. A std channel: the
 /// test thread blocks on it.
-struct Sink(Mutex<mpsc::Sender<(Vec<u8>, u64)>>);
+/// The lease is the test's to set (held unless cleared).
+struct Sink {
+    tx: Mutex<mpsc::Sender<(Vec<u8>, u64)>>,
+    lease: Arc<AtomicBool>,
+}
 
 impl Replicate for Sink {
     fn propose(&self, records: Vec<u8>, end: u64) {
-        let tx = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner());
         let _ = tx.send((records, end));
+    }
+
+    fn lease_valid(&self) -> bool {
+        self.lease.load(Ordering::SeqCst)
     }
 }
 
@@ -33,8 +42,19 @@ impl Replicate for Sink {
 type Proposed = mpsc::Receiver<(Vec<u8>, u64)>;
 
 fn start(replica: &Replica, clock: i64) -> (ServerHandle, Client, Proposed, Arc<LogPipe>) {
+    start_leased(replica, clock, Arc::new(AtomicBool::new(true)))
+}
+
+fn start_leased(
+    replica: &Replica,
+    clock: i64,
+    lease: Arc<AtomicBool>,
+) -> (ServerHandle, Client, Proposed, Arc<LogPipe>) {
     let (tx, rx) = mpsc::channel();
-    let sink = Arc::new(Sink(Mutex::new(tx)));
+    let sink = Arc::new(Sink {
+        tx: Mutex::new(tx),
+        lease,
+    });
     let opened = replicate::opened(
         replica.to_recovered(),
         sink,
@@ -203,5 +223,45 @@ fn a_store_built_from_a_replica_serves_its_jobs_and_keeps_its_clock() {
     );
     pipe.acknowledge(end);
     assert_eq!(client.line(), "INSERTED 8\r\n");
+    handle.stop(std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn a_read_after_the_lease_ran_out_waits_for_a_barrier_commit() {
+    let lease = Arc::new(AtomicBool::new(true));
+    let (mut handle, mut client, proposed, pipe) =
+        start_leased(&Replica::new(), 0, Arc::clone(&lease));
+    client.send(b"put 5 0 60 2\r\nhi\r\n");
+    let (_, end) = proposed.recv().expect("the put's records");
+    pipe.acknowledge(end);
+    assert_eq!(client.line(), "INSERTED 1\r\n");
+
+    // Within the lease a read proposes nothing and answers at once.
+    client.send(b"peek 1\r\n");
+    assert_eq!(client.line(), "FOUND 1 2\r\n");
+    assert_eq!(client.body(2), b"hi");
+    assert!(
+        proposed.try_recv().is_err(),
+        "a read within the lease proposed"
+    );
+
+    // Past it, the read's pass journals a no-op and waits for its commit.
+    lease.store(false, Ordering::SeqCst);
+    client.send(b"peek 1\r\n");
+    let (records, barrier) = proposed.recv().expect("a barrier");
+    assert!(barrier > end);
+    let mut replica = Replica::new();
+    assert_eq!(replica.apply_run(&records), Ok(1));
+    assert!(replica.is_empty(), "the barrier changed the state");
+    assert_eq!(
+        replica.next_id(),
+        2,
+        "the barrier is the id floor as it was"
+    );
+    ran(&handle, "cmd-peek", 2);
+    assert!(nothing_to_read(&mut client));
+    pipe.acknowledge(barrier);
+    assert_eq!(client.line(), "FOUND 1 2\r\n");
+    assert_eq!(client.body(2), b"hi");
     handle.stop(std::time::Duration::from_secs(5));
 }

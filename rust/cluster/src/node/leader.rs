@@ -47,6 +47,8 @@ pub struct Leading {
     pub client: Arc<StdListener>,
     /// `stats`'s `id` of every term's server: the cluster's job-id space.
     pub instance: String,
+    /// How long after its proposal a commit shows no other leader can exist.
+    pub lease: Duration,
     /// The term whose server runs now (None while not serving). A watch
     /// channel: readers want the latest value only, and may wait for one.
     pub serving: watch::Sender<Option<u64>>,
@@ -123,7 +125,8 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
         let state = leading.view.lock();
         (state.replica.to_recovered(), state.clock)
     };
-    let (sink, rx) = propose::Proposals::new();
+    let lease = Arc::new(propose::Lease::new(leading.lease));
+    let (sink, rx) = propose::Proposals::new(Arc::clone(&lease));
     let opened = replicate::opened(
         recovered,
         sink,
@@ -139,7 +142,7 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
         tokio::task::spawn_blocking(move || ServerHandle::start_with_log(config, opened)).await;
     match started {
         Ok(Ok(handle)) => {
-            let proposer = tokio::spawn(propose::run(leading.raft.clone(), rx, pipe, clock));
+            let proposer = tokio::spawn(propose::run(leading.raft.clone(), rx, pipe, lease, clock));
             Some(Serving {
                 term,
                 handle,

@@ -68,6 +68,14 @@ impl NodeConfig {
     }
 }
 
+/// How long a commit vouches for this node's lead, from its proposal: the
+/// others refuse to vote for openraft's leader lease (the election timeout's
+/// maximum) after accepting an entry; a quarter of it is left as a margin for
+/// the clocks of other machines and for scheduling.
+fn read_lease(raft: &openraft::Config) -> Duration {
+    Duration::from_millis(raft.election_timeout_max) * 3 / 4
+}
+
 /// Why a node cannot start; each is one line.
 #[derive(Debug, Error)]
 pub enum NodeError {
@@ -202,6 +210,7 @@ impl Node {
                 server: config.server.clone(),
                 client: Arc::clone(&client),
                 instance: format!("cluster-{}", identity.cluster()),
+                lease: read_lease(&config.raft),
                 serving: serving_tx,
             }));
             Ok::<_, NodeError>((raft, peer, leading))

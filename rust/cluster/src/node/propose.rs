@@ -7,8 +7,16 @@
 //! clock and submits it with `client_write_ff`, which keeps the log order (one
 //! task submits, in queue order) without waiting for the commit; a commit's
 //! answer raises the pipe's acknowledged position, which releases the replies.
+//!
+//! A commit also renews the leader's lease ([`Lease`]): a majority accepted the
+//! entry after it was proposed, and each of them refuses to vote for another
+//! candidate for openraft's leader lease (the election timeout's maximum) after
+//! that, so until the proposal time plus most of that lease no other leader
+//! can exist and reads need no round of their own.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use beanpole_engine::wal::pipe::LogPipe;
 use beanpole_engine::wal::replicate::Replicate;
@@ -23,18 +31,54 @@ const ENTRY_BYTES_MAX: usize = 4 << 20;
 /// One pass's records and the log position after them.
 type Pass = (Vec<u8>, u64);
 
+/// Until when this leader knows no other can have been elected.
+#[derive(Debug)]
+pub struct Lease {
+    epoch: Instant,
+    /// How long a commit vouches for, from its proposal.
+    length: Duration,
+    /// Nanoseconds after `epoch` the lease runs to (0: none yet).
+    until: AtomicU64,
+}
+
+impl Lease {
+    /// A lease of `length` per commit, not yet held.
+    pub fn new(length: Duration) -> Lease {
+        Lease {
+            epoch: Instant::now(),
+            length,
+            until: AtomicU64::new(0),
+        }
+    }
+
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// An entry proposed at `proposed` is committed.
+    fn renew(&self, proposed: Instant) {
+        let until = self.nanos(proposed + self.length);
+        self.until.fetch_max(until, Ordering::AcqRel);
+    }
+
+    fn valid(&self) -> bool {
+        self.nanos(Instant::now()) < self.until.load(Ordering::Acquire)
+    }
+}
+
 /// The sink a leader's store journals into. An unbounded channel: the store
 /// must never block with its lock held, and what is queued is bounded by the
 /// clients' own passes, each of which waits for its commit.
 pub struct Proposals {
     tx: mpsc::UnboundedSender<Pass>,
+    lease: Arc<Lease>,
 }
 
 impl Proposals {
-    /// A sink and the receiving end for [`run`].
-    pub fn new() -> (Arc<Proposals>, mpsc::UnboundedReceiver<Pass>) {
+    /// A sink and the receiving end for [`run`], renewing `lease`.
+    pub fn new(lease: Arc<Lease>) -> (Arc<Proposals>, mpsc::UnboundedReceiver<Pass>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Arc::new(Proposals { tx }), rx)
+        (Arc::new(Proposals { tx, lease }), rx)
     }
 }
 
@@ -42,6 +86,10 @@ impl Replicate for Proposals {
     fn propose(&self, records: Vec<u8>, end: u64) {
         // Closed only once this leader has stopped: nothing waits for the reply.
         let _ = self.tx.send((records, end));
+    }
+
+    fn lease_valid(&self) -> bool {
+        self.lease.valid()
     }
 }
 
@@ -60,6 +108,7 @@ pub async fn run(
     raft: Raft,
     mut rx: mpsc::UnboundedReceiver<Pass>,
     pipe: Arc<LogPipe>,
+    lease: Arc<Lease>,
     mut clock: i64,
 ) {
     while let Some((mut records, mut end)) = rx.recv().await {
@@ -77,15 +126,18 @@ pub async fn run(
             at: clock,
             records: Bytes::from(records),
         };
+        let proposed = Instant::now();
         let Ok(committed) = raft.client_write_ff(batch).await else {
             return;
         };
         let pipe = Arc::clone(&pipe);
+        let lease = Arc::clone(&lease);
         tokio::spawn(async move {
             // An entry that is not committed (this node lost the lead) is never
             // acknowledged: its replies are not sent, and the connections close
             // when this leader's store stops.
             if let Ok(Ok(_)) = committed.await {
+                lease.renew(proposed);
                 pipe.acknowledge(end);
             }
         });

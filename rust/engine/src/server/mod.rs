@@ -166,6 +166,12 @@ impl Shared {
         }
         let mut log = store.flush_log();
         if self.replicated {
+            if log.is_none() && !self.log_pipe.as_ref().is_some_and(|p| p.lease_valid()) {
+                // A read-only pass of a leader whose lease ran out: it replies
+                // after a no-op's commit shows it still led after the read.
+                store.journal_barrier();
+                log = store.flush_log();
+            }
             // A cluster leader's store may show changes not yet committed: every
             // reply, a read's too, waits until what its pass saw is committed.
             log = log.or_else(|| store.log_position());

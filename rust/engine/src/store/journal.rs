@@ -169,6 +169,16 @@ impl Store {
         self.log.as_mut()?.flush()
     }
 
+    /// Journal a record that changes nothing (the id floor as it is): a read
+    /// barrier for a cluster leader whose lease has run out, whose commit shows
+    /// it still leads.
+    pub fn journal_barrier(&mut self) {
+        let next_id = self.next_id;
+        if let Some(log) = self.log.as_mut() {
+            log.append(&Record::NextId { next_id });
+        }
+    }
+
     /// Journal a change. Commands whose change must not be lost check
     /// [`Store::log_room_for_update`] first and are refused when there is no room;
     /// what gets here without room is a reserve or a TTR timeout, which cannot be

@@ -205,6 +205,12 @@ impl LogPipe {
         }
     }
 
+    /// For a replicated pipe, whether the leader's lease holds (see
+    /// `Replicate::lease_valid`); always true otherwise.
+    pub fn lease_valid(&self) -> bool {
+        self.replicate.as_ref().map_or(true, |s| s.lease_valid())
+    }
+
     /// Whether records go to a cluster rather than to segment files.
     pub fn is_replicated(&self) -> bool {
         self.replicate.is_some()

@@ -25,6 +25,14 @@ pub trait Replicate: Send + Sync {
     /// holds them, ending at log position `end`. Called in log order with the
     /// store locked: it must hand the bytes on without blocking.
     fn propose(&self, records: Vec<u8>, end: u64);
+
+    /// Whether no other leader can have been elected since this one last had a
+    /// majority's acknowledgement (its lease). While it holds, a read needs no
+    /// round of its own; once it has run out, a read-only pass journals a no-op
+    /// record and replies after its commit (a read barrier).
+    fn lease_valid(&self) -> bool {
+        true
+    }
 }
 
 /// The segment a replicated store's jobs are "in" (stats-job's `file`); there
