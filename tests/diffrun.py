@@ -11,9 +11,9 @@ connection, in order, in ``diffwire``'s normal form; after the last step, whatev
 either server still sends must match too (a case ends with ``list-tube-used`` on
 every open connection).
 
-``python tests/diffrun.py [--cases N] [--seed S] [--jobs J] [--steps K] [--shrink]``
-runs many cases and prints the failures, shrunk to fewer steps on request, each with a
-transcript draft.
+``python tests/diffrun.py [--cases N] [--seed S] [--jobs J] [--steps K] [--shrink]
+[--cluster]`` runs many cases and prints the failures, shrunk to fewer steps on
+request, each with a transcript draft.
 
 What is not sent, and why, is ``diffrules.allowed``. One class matters for long runs:
 a connection woken in the middle of another connection's pipelined batch, with
@@ -42,7 +42,7 @@ from diffgen import DEFAULT_MAX_JOB_SIZE, Case, Step, generate, valid
 from diffmodel import ConnModel, Outcome
 from diffrules import PRIVATE_NOTE, allowed, queues_behind_wait
 from diffwire import EOF, TOLERANCE, Conn, Event, escape, normalise
-from servers import Running, start
+from servers import CLUSTER, Running, start
 
 QUIET = 0.05  # seconds of silence that end a read whose count is unknown
 PATIENCE = 2.0  # seconds to wait for replies that should come
@@ -316,12 +316,17 @@ class Run:
         )
 
 
+#: The server under test: ``beanpole`` (one in-process server) or
+#: ``servers.CLUSTER`` (a three-node cluster, through a follower), set by ``--cluster``.
+SUBJECT = "beanpole"
+
+
 def run_once(case: Case, version: str) -> Result:
 
     started = time.monotonic()
     with (
         start("beanstalkd", *case.beanstalkd_args()) as bs,
-        start("beanpole", **case.beanpole_config()) as bp,
+        start(SUBJECT, **case.beanpole_config()) as bp,
     ):
         run = Run(case, version, bs, bp)
         try:
@@ -581,7 +586,16 @@ def main(argv: list[str]) -> int:
         help="run a differing case up to N times again; one that then agrees is listed "
         "apart, as not confirmed (0: every difference counts)",
     )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="test a three-node beanpole cluster through a follower (a fresh cluster a "
+        "case) instead of one server",
+    )
     args = parser.parse_args(argv)
+    if args.cluster:
+        global SUBJECT
+        SUBJECT = CLUSTER
     version = transcript.protocol_version("beanstalkd")
     started = time.monotonic()
     results = run_many(

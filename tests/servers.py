@@ -16,6 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 KINDS = ("beanpole", "beanstalkd")
+#: A three-node beanpole cluster, reached through a follower (which relays to the
+#: leader): the differential runner's ``--cluster`` subject.
+CLUSTER = "beanpole-cluster"
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,9 @@ def start(kind: str, *args: str, **config: object) -> Iterator[Running]:
             host, port = address
             yield Running(kind, host, port, None, srv)
         return
+    if kind == CLUSTER:
+        yield from _cluster(**config)
+        return
     if kind != "beanstalkd":
         raise ValueError(kind)
     exe = beanstalkd_path()
@@ -83,3 +89,29 @@ def start(kind: str, *args: str, **config: object) -> Iterator[Running]:
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+
+
+class _LeaderStats:
+    """``stats()`` of a cluster's leader and ``drain()``, as ``Running.server`` offers
+    a Server's."""
+
+    def __init__(self, cluster: object) -> None:
+        self.cluster = cluster
+
+    def stats(self) -> dict[str, object]:
+        return self.cluster.stats()  # type: ignore[attr-defined,no-any-return]
+
+    def drain(self) -> None:
+        self.cluster.drain()  # type: ignore[attr-defined]
+
+
+def _cluster(**config: object) -> Iterator[Running]:
+    import beanpole
+
+    max_job_size = int(config.pop("max_job_size", 65535))  # type: ignore[call-overload]
+    if config:
+        raise ValueError(f"a cluster does not take {sorted(config)}")
+    with beanpole.Cluster(nodes=3, max_job_size=max_job_size) as cluster:
+        follower = cluster.followers()[0]
+        host, port = cluster.address(follower)
+        yield Running(CLUSTER, host, port, None, _LeaderStats(cluster))

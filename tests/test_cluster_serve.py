@@ -1,5 +1,6 @@
 """``beanpole serve --cluster FILE --node N -b DIR``: three real node processes on
-loopback. The leader serves stock clients (greenstalk); a put is acknowledged once a
+loopback. Every node serves stock clients (greenstalk): the leader itself, a
+follower by relaying them to the leader. A put is acknowledged once a
 majority has it on disk, so after the leader is killed with SIGKILL the new leader
 has every acknowledged put and delete, and ids go on after them. Bad starts get one
 line and a non-zero exit."""
@@ -7,6 +8,7 @@ line and a non-zero exit."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -45,17 +47,33 @@ def start_node(path: Path, node: int, data: Path) -> BeanpoleChild:
     return child
 
 
-def leader(clients: dict[int, int], among: set[int]) -> tuple[int, greenstalk.Client]:
-    """The node among ``among`` that takes a put (followers close connections)."""
+LEADS = re.compile(r"node (\d+) leads \(term (\d+)\)")
+NO_LONGER = re.compile(r"node (\d+) no longer leads \(term (\d+)\)")
+
+
+def leading_term(child: BeanpoleChild) -> int | None:
+    """The term the node's stderr says it serves clients in now, if any."""
+    term = None
+    for line in list(child.stderr):
+        if (m := LEADS.search(line)) is not None:
+            term = int(m[2])
+        elif (m := NO_LONGER.search(line)) is not None and term == int(m[2]):
+            term = None
+    return term
+
+
+def leader(
+    clients: dict[int, int], children: dict[int, BeanpoleChild], among: set[int]
+) -> tuple[int, greenstalk.Client]:
+    """The node among ``among`` that says it leads (in the highest term), and a
+    client connected to it directly."""
     deadline = time.monotonic() + DEADLINE
     while time.monotonic() < deadline:
-        for node in sorted(among):
-            try:
-                client = greenstalk.Client(("127.0.0.1", clients[node]), use="probe")
-                client.put(b"probe")
-            except (OSError, greenstalk.Error):
-                continue
-            return node, client
+        terms = {n: leading_term(children[n]) for n in among}
+        leading = {n: t for n, t in terms.items() if t is not None}
+        if leading:
+            node = max(leading, key=lambda n: leading[n])
+            return node, greenstalk.Client(("127.0.0.1", clients[node]))
         time.sleep(0.02)
     raise AssertionError(f"no node of {sorted(among)} served within {DEADLINE}s")
 
@@ -75,8 +93,15 @@ def test_a_killed_leader_loses_no_acknowledged_change(
     tmp_path: Path, nodes: tuple[Path, dict[int, int], dict[int, BeanpoleChild]]
 ) -> None:
     path, clients, children = nodes
-    first, client = leader(clients, set(clients))
+    first, client = leader(clients, children, set(clients))
     client.use("jobs")
+    # Every node serves clients: a follower relays them to the leader.
+    follower = next(n for n in clients if n != first)
+    relayed = greenstalk.Client(("127.0.0.1", clients[follower]), use="jobs")
+    relayed_id = relayed.put(b"through a follower")
+    assert client.peek(relayed_id).body == "through a follower"
+    relayed.delete(relayed_id)
+    relayed.close()
     put = {client.put(f"job {i} {i * i}".encode()): f"job {i} {i * i}" for i in range(50)}
     client.watch("jobs")
     deleted = []
@@ -87,7 +112,7 @@ def test_a_killed_leader_loses_no_acknowledged_change(
     client.close()
 
     children[first].kill()
-    second, client = leader(clients, set(clients) - {first})
+    second, client = leader(clients, children, set(clients) - {first})
     assert second != first
     for job_id, body in put.items():
         if job_id in deleted:
@@ -104,7 +129,7 @@ def test_a_killed_leader_loses_no_acknowledged_change(
     children[first] = start_node(path, first, tmp_path / f"node{first}")
     client.close()
     assert children[second].stop() == 0
-    _, client = leader(clients, set(clients) - {second})
+    _, client = leader(clients, children, set(clients) - {second})
     assert client.stats_tube("jobs")["current-jobs-ready"] == 41
     client.close()
 

@@ -29,6 +29,8 @@ HOMES = {
     "Event": "beanpole.server.hooks",
     "HookError": "beanpole.server.hooks",
     "ServerError": "beanpole.server.embedded",
+    "Cluster": "beanpole.server.cluster",
+    "ClusterError": "beanpole.server.cluster",
 }
 
 #: ``module:attribute`` paths the README and docs show.

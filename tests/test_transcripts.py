@@ -100,3 +100,24 @@ def test_transcript(
         pytest.fail(str(failure), pytrace=False)
     if failure is not None:
         raise failure
+
+
+def test_every_transcript_through_a_cluster_follower() -> None:
+    """The same transcripts against a fresh three-node cluster each, sent to a
+    follower (which relays to the leader): the protocol is the leader's, byte for
+    byte. Three transcripts about a client's reset after a hang-up are skipped for
+    the cluster (their ``%skip`` lines say why)."""
+    if beanpole_missing():
+        pytest.skip("beanpole's native module (beanpole._core) is not built")
+    from servers import CLUSTER
+
+    version = transcript.protocol_version(CLUSTER)
+    parsed = [transcript.parse(DIRECTORY / f"{n}.t", version) for n in NAMES]
+    chosen = [t for t in parsed if transcript.skip_reason(t, CLUSTER) is None]
+    assert len(chosen) >= len(parsed) - 10
+    chosen.sort(key=lambda t: -t.estimated_seconds())
+    # Three nodes a transcript: fewer at once than for single servers.
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="cluster-transcript") as pool:
+        futures = {t.name: pool.submit(transcript.run, t, CLUSTER) for t in chosen}
+        failures = [f"{name}: {f.exception()}" for name, f in futures.items() if f.exception()]
+    assert not failures, "\n\n".join(failures)

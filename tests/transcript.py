@@ -597,7 +597,9 @@ def protocol_version(kind: str) -> str:
 
 
 def skip_reason(transcript: Transcript, kind: str) -> str | None:
-    for who in (kind, protocol_version(kind)):
+    # A cluster is beanpole, through a follower: beanpole's skips are its too.
+    also = ("beanpole",) if kind == "beanpole-cluster" else ()
+    for who in (kind, protocol_version(kind), *also):
         if who in transcript.skip:
             return transcript.skip[who]
     return None

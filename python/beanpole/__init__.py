@@ -1,11 +1,13 @@
 """beanpole: a beanstalkd-compatible work-queue server with a Rust core.
 
 Run one in-process (``with beanpole.Server(port=0) as srv: ...``) or from the command line
-(``beanpole serve``). Importing this package loads nothing else: every public name
-(``Server``, ``Config``, the clients ``Client``, ``AsyncClient``, ``ShardedClient``,
-``Job``, the ``ClientError`` family ...) is loaded from its module on first use, and the
-native module when a server starts or ``beanpole.__version__`` is read. So a command
-such as ``beanpole serve`` pays only for the modules it uses.
+(``beanpole serve``), or a replicated cluster of them (``beanpole.Cluster``, or
+``beanpole serve --cluster FILE --node N``). Importing this package loads nothing
+else: every public name (``Server``, ``Config``, the clients ``Client``,
+``AsyncClient``, ``ShardedClient``, ``Job``, the ``ClientError`` family ...) is
+loaded from its module on first use, and the native module when a server starts or
+``beanpole.__version__`` is read. So a command such as ``beanpole serve`` pays only
+for the modules it uses.
 
 The front door: may import any layer; nothing in the package imports it.
 """
@@ -47,6 +49,8 @@ if TYPE_CHECKING:
     from beanpole.config import ConfigError as ConfigError
     from beanpole.config import ConfigWarning as ConfigWarning
     from beanpole.ops.served import Server as Server
+    from beanpole.server.cluster import Cluster as Cluster
+    from beanpole.server.cluster import ClusterError as ClusterError
     from beanpole.server.embedded import ServerError as ServerError
     from beanpole.server.hooks import Event as Event
     from beanpole.server.hooks import HookError as HookError
@@ -62,6 +66,8 @@ _LAZY = {
     "HookError": "beanpole.server.hooks",
     "Server": "beanpole.ops.served",
     "ServerError": "beanpole.server.embedded",
+    "Cluster": "beanpole.server.cluster",
+    "ClusterError": "beanpole.server.cluster",
     "Client": "beanpole.client.blocking",
     "Job": "beanpole.client.blocking",
     "AsyncClient": "beanpole.client.async_client",
@@ -109,6 +115,8 @@ __all__ = [
     "Client",
     "ClientConnectionError",
     "ClientError",
+    "Cluster",
+    "ClusterError",
     "Config",
     "ConfigError",
     "ConfigWarning",

@@ -11,6 +11,10 @@ for them::
         small = beanpole_server_factory(max_job_size=100)
         other = beanpole_server_factory()
 
+    def test_failover(beanpole_cluster):
+        client = greenstalk.Client(beanpole_cluster.address(1))
+        ...
+
 Every server is a real one, running in the test process on 127.0.0.1 and a free port, and
 is stopped when the test ends.
 
@@ -27,8 +31,9 @@ import pytest
 
 from beanpole.config import ConfigChanges
 from beanpole.ops.served import Server
+from beanpole.server.cluster import Cluster
 
-__all__ = ["ServerFactory", "beanpole_server", "beanpole_server_factory"]
+__all__ = ["ServerFactory", "beanpole_cluster", "beanpole_server", "beanpole_server_factory"]
 
 
 class ServerFactory(Protocol):
@@ -58,3 +63,13 @@ def beanpole_server_factory() -> Iterator[ServerFactory]:
 def beanpole_server(beanpole_server_factory: ServerFactory) -> Server:
     """A fresh, started server on 127.0.0.1 and a free port, stopped after the test."""
     return beanpole_server_factory()
+
+
+@pytest.fixture
+def beanpole_cluster() -> Iterator[Cluster]:
+    """A fresh three-node replicated cluster in the test process (loopback, free
+    ports, temporary data directories), with a leader elected; stopped after the
+    test. Every node serves clients (``cluster.address(n)``)."""
+    with Cluster(nodes=3) as cluster:
+        cluster.leader()
+        yield cluster

@@ -2,8 +2,9 @@
 cluster (``beanpole._core.ClusterNode``) until SIGTERM or SIGINT.
 
 The node's client and peer addresses come from the cluster file; it serves clients
-while it leads, and a follower closes client connections at once (forwarding to the
-leader comes later). Settings a node does not take yet are refused with one line:
+while it leads, and relays them to the leader while it does not (a client's connection
+ends when the leader it reaches goes; keeping it through a change of leader comes
+later). Settings a node does not take yet are refused with one line:
 its addresses are the file's, the Raft log is always synced before a reply, and the
 HTTP endpoint, TLS, hooks and switching user are for single servers for now.
 
@@ -76,7 +77,7 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
     host, port = node.address
     shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     _LOG.info(
-        "beanpole node %d of cluster %s: clients on %s while it leads; data in %s",
+        "beanpole node %d of cluster %s: clients on %s; data in %s",
         config.node,
         config.cluster,
         shown,

@@ -1,7 +1,7 @@
 //! Three cluster nodes as `serve --cluster` runs them (`node::Node`), in one
 //! process over loopback: the leader serves stock protocol clients, a put is
-//! acknowledged once committed, a follower's client address closes its
-//! connections, and when the leader stops a new leader serves the jobs the
+//! acknowledged once committed, a follower relays its clients to the leader,
+//! and when the leader stops a new leader serves the jobs the
 //! old one acknowledged, with ids going on after them.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -111,17 +111,15 @@ fn the_leader_serves_clients_and_a_new_leader_has_what_it_acknowledged() -> Resu
     );
     assert_eq!(client.body(5)?, b"job 1");
 
-    // A follower's client address closes its connections at once.
+    // A follower relays its clients to the leader.
     let follower = (first + 1) % 3;
     let addr = nodes[follower].as_ref().ok_or("follower")?.client_addr()?;
-    let mut closed = TcpStream::connect(addr)?;
-    closed.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut byte = [0u8; 1];
-    assert_eq!(
-        closed.read(&mut byte).ok(),
-        Some(0),
-        "a follower kept a client"
-    );
+    let mut relayed = Client::connect(addr)?;
+    assert_eq!(relayed.call(b"peek 20\r\n")?, "FOUND 20 6\r\n");
+    assert_eq!(relayed.body(6)?, b"job 20");
+    assert_eq!(relayed.call(b"put 0 0 60 1\r\nr\r\n")?, "INSERTED 21\r\n");
+    assert_eq!(relayed.call(b"delete 21\r\n")?, "DELETED\r\n");
+    drop(relayed);
 
     // The leader stops; another node takes over with every acknowledged change.
     drop(client);
@@ -151,7 +149,7 @@ fn the_leader_serves_clients_and_a_new_leader_has_what_it_acknowledged() -> Resu
         .parse()?;
     let yaml = String::from_utf8(client.body(len)?)?;
     assert!(yaml.contains("current-jobs-ready: 19\n"), "{yaml}");
-    assert_eq!(client.call(b"put 0 0 60 3\r\nnew\r\n")?, "INSERTED 21\r\n");
+    assert_eq!(client.call(b"put 0 0 60 3\r\nnew\r\n")?, "INSERTED 22\r\n");
     for node in nodes.iter_mut().flatten() {
         node.stop();
     }

@@ -55,11 +55,14 @@ fn status_dict<'py>(py: Python<'py>, s: &NodeStatus) -> PyResult<Bound<'py, PyDi
 impl PyClusterNode {
     /// Start node `node` of the cluster in `cluster_file` with its data in
     /// `data_dir`; returns once its client and peer addresses listen.
+    /// `client_fd`/`peer_fd`: sockets already listening on those addresses, to
+    /// serve instead of binding them (each is duplicated; the caller closes its
+    /// own). `announce`: say on stderr when the node starts and stops leading.
     #[staticmethod]
     #[pyo3(signature = (
         cluster_file, node, data_dir, max_job_size = 65535, verbose = 0, threads = 0,
         max_connections = 0, max_memory = 0, heartbeat_ms = 100,
-        election_timeout_ms = (400, 800),
+        election_timeout_ms = (400, 800), client_fd = None, peer_fd = None, announce = true,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn start(
@@ -74,6 +77,9 @@ impl PyClusterNode {
         max_memory: i64,
         heartbeat_ms: i64,
         election_timeout_ms: (i64, i64),
+        client_fd: Option<i32>,
+        peer_fd: Option<i32>,
+        announce: bool,
     ) -> PyResult<PyClusterNode> {
         let id = positive("node id", node)?;
         let file = ClusterFile::load(&cluster_file).map_err(|e| node_err(e.into()))?;
@@ -88,6 +94,9 @@ impl PyClusterNode {
         config.raft.heartbeat_interval = positive("heartbeat", heartbeat_ms)?;
         config.raft.election_timeout_min = positive("election timeout", election_timeout_ms.0)?;
         config.raft.election_timeout_max = positive("election timeout", election_timeout_ms.1)?;
+        config.client_fd = client_fd;
+        config.peer_fd = peer_fd;
+        config.announce = announce;
         let started = py.detach(move || Node::start(config)).map_err(node_err)?;
         let addr = started
             .client_addr()
@@ -128,6 +137,24 @@ impl PyClusterNode {
             serving: false,
         });
         status_dict(py, &status)
+    }
+
+    /// The `stats` of this node's client server while it leads and serves;
+    /// None otherwise.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let pairs = {
+            let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            guard.as_ref().and_then(Node::stats)
+        };
+        pairs.map(|p| crate::stats_dict(py, p)).transpose()
+    }
+
+    /// Enter drain mode: while this node leads, puts are answered DRAINING.
+    fn drain(&self) {
+        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(node) = guard.as_ref() {
+            node.drain();
+        }
     }
 
     /// Wait at most `timeout` seconds until this node serves clients.

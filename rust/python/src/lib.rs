@@ -52,6 +52,24 @@ fn to_py_err(e: ServerError) -> PyErr {
     }
 }
 
+/// `stats` pairs as a Python dict (times as float seconds).
+fn stats_dict<'py>(
+    py: Python<'py>,
+    pairs: Vec<(&'static str, StatValue)>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (key, value) in pairs {
+        match value {
+            StatValue::Int(v) => dict.set_item(key, v)?,
+            StatValue::Signed(v) => dict.set_item(key, v)?,
+            StatValue::Quoted(s) | StatValue::Bare(s) => dict.set_item(key, s)?,
+            StatValue::Bool(b) => dict.set_item(key, b)?,
+            StatValue::Time(s, us) => dict.set_item(key, s as f64 + us as f64 / 1e6)?,
+        }
+    }
+    Ok(dict)
+}
+
 fn address_to_py<'py>(py: Python<'py>, addr: &BoundAddr) -> PyResult<Bound<'py, PyAny>> {
     match addr {
         BoundAddr::Tcp(sa) => Ok((sa.ip().to_string(), sa.port())
@@ -318,16 +336,7 @@ impl PyServerHandle {
         let pairs = self
             .with(ServerHandle::stats)
             .ok_or_else(|| PyRuntimeError::new_err("the server is stopped"))?;
-        let dict = PyDict::new(py);
-        for (key, value) in pairs {
-            match value {
-                StatValue::Int(v) => dict.set_item(key, v)?,
-                StatValue::Signed(v) => dict.set_item(key, v)?,
-                StatValue::Quoted(s) | StatValue::Bare(s) => dict.set_item(key, s)?,
-                StatValue::Bool(b) => dict.set_item(key, b)?,
-                StatValue::Time(s, us) => dict.set_item(key, s as f64 + us as f64 / 1e6)?,
-            }
-        }
+        let dict = stats_dict(py, pairs)?;
         // Not part of the wire stats (whose `version` is the protocol's): beanpole's own.
         dict.set_item("beanpole-version", beanpole_engine::VERSION)?;
         // Nor is the log's health.

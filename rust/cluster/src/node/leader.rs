@@ -8,22 +8,22 @@
 //! clock no earlier than the replicated clock, and serves it on the client
 //! address. The store's records go to Raft (`propose.rs`). When the term ends,
 //! the server stops: replies still waiting for a commit are not sent, and the
-//! connections close. While the node does not lead, the client address stays
-//! bound and its connections are closed at once (`door.rs`), so a client
-//! learns quickly to try another node.
+//! connections close. While the node does not serve, the client address stays
+//! bound and its connections are relayed to the leader (`relay.rs`).
 
 use std::net::TcpListener as StdListener;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use beanpole_engine::server::{ServerConfig, ServerHandle};
+use beanpole_engine::server::{Admin, ServerConfig, ServerHandle};
 use beanpole_engine::wal::replicate;
 use openraft::ServerState;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::{door, propose};
+use super::{propose, relay};
 use crate::sm::StateView;
 use crate::types::{NodeId, Raft};
 
@@ -49,9 +49,15 @@ pub struct Leading {
     pub instance: String,
     /// How long after its proposal a commit shows no other leader can exist.
     pub lease: Duration,
-    /// The term whose server runs now (None while not serving). A watch
-    /// channel: readers want the latest value only, and may wait for one.
-    pub serving: watch::Sender<Option<u64>>,
+    /// Drain mode (puts answered DRAINING), for every term's server from when
+    /// it is set.
+    pub draining: Arc<AtomicBool>,
+    /// Say on stderr when this node starts and stops serving clients.
+    pub announce: bool,
+    /// The term whose server runs now, and its admin calls (None while not
+    /// serving). A watch channel: readers want the latest value only, and may
+    /// wait for one.
+    pub serving: watch::Sender<Option<(u64, Admin)>>,
 }
 
 /// One term's running server and its proposer.
@@ -64,7 +70,11 @@ struct Serving {
 /// Watch the metrics until Raft stops, serving while this node leads.
 pub async fn run(leading: Leading) {
     let mut metrics = leading.raft.metrics();
-    let mut door = Some(door::spawn(&leading.client));
+    let mut relay = Some(relay::spawn(
+        &leading.client,
+        leading.raft.clone(),
+        leading.id,
+    ));
     let mut serving: Option<Serving> = None;
     loop {
         let (leads, term) = {
@@ -76,16 +86,35 @@ pub async fn run(leading: Leading) {
         };
         if serving.as_ref().is_some_and(|s| !leads || s.term != term) {
             if let Some(s) = serving.take() {
+                let term = s.term;
                 stop_term(&leading, s).await;
+                if leading.announce {
+                    eprintln!(
+                        "beanpole: node {} no longer leads (term {term}): relaying clients to the leader",
+                        leading.id
+                    );
+                }
             }
-            door = Some(door::spawn(&leading.client));
+            relay = Some(relay::spawn(
+                &leading.client,
+                leading.raft.clone(),
+                leading.id,
+            ));
         }
         if leads && serving.is_none() {
             if let Some(started) = start_term(&leading, term).await {
-                if let Some(d) = door.take() {
+                if let Some(d) = relay.take() {
                     d.abort();
                 }
-                leading.serving.send_replace(Some(started.term));
+                leading
+                    .serving
+                    .send_replace(Some((started.term, started.handle.admin())));
+                if leading.announce {
+                    eprintln!(
+                        "beanpole: node {} leads (term {}): serving clients",
+                        leading.id, started.term
+                    );
+                }
                 serving = Some(started);
             }
         }
@@ -102,7 +131,7 @@ pub async fn run(leading: Leading) {
     if let Some(s) = serving.take() {
         stop_term(&leading, s).await;
     }
-    if let Some(d) = door.take() {
+    if let Some(d) = relay.take() {
         d.abort();
     }
 }
@@ -142,6 +171,9 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
         tokio::task::spawn_blocking(move || ServerHandle::start_with_log(config, opened)).await;
     match started {
         Ok(Ok(handle)) => {
+            if leading.draining.load(Ordering::SeqCst) {
+                handle.drain();
+            }
             let proposer = tokio::spawn(propose::run(leading.raft.clone(), rx, pipe, lease, clock));
             Some(Serving {
                 term,

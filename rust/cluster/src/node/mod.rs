@@ -2,22 +2,25 @@
 //! its data directory (locked, marked with its node and cluster), its Raft
 //! instance with the log storage and state machine, the server its peers reach
 //! it on, and the engine's server for clients while it leads (`leader.rs`,
-//! with `propose.rs` taking the leader's records into the log and `door.rs`
-//! closing client connections while it does not lead).
+//! with `propose.rs` taking the leader's records into the log and `relay.rs`
+//! relaying client connections to the leader while it does not serve).
 //!
 //! Everything runs on a runtime of the node's own; a leading term's engine
 //! server runs on its own runtime as a single node's does.
 
-mod door;
 mod leader;
 mod propose;
+mod relay;
 
 use std::net::TcpListener as StdListener;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use beanpole_engine::server::ServerConfig;
+use beanpole_engine::server::{Admin, ServerConfig};
+use beanpole_engine::stats::StatValue;
 use beanpole_engine::wal::fs::DirLock;
 use openraft::ServerState;
 use thiserror::Error;
@@ -44,6 +47,14 @@ pub struct NodeConfig {
     pub server: ServerConfig,
     pub raft: openraft::Config,
     pub net: NetConfig,
+    /// Listening sockets for the client and peer addresses, already bound by
+    /// the caller (an embedded cluster binds them first, so that no other
+    /// program can take its ports meanwhile); each is duplicated, the caller
+    /// keeps its own. None: bind the file's addresses.
+    pub client_fd: Option<RawFd>,
+    pub peer_fd: Option<RawFd>,
+    /// Say on stderr when this node starts and stops serving clients itself.
+    pub announce: bool,
 }
 
 impl NodeConfig {
@@ -64,8 +75,19 @@ impl NodeConfig {
                 ..openraft::Config::default()
             },
             net: NetConfig::default(),
+            client_fd: None,
+            peer_fd: None,
+            announce: true,
         }
     }
+}
+
+/// A copy of the listening socket `fd`.
+fn adopt(fd: RawFd) -> std::io::Result<StdListener> {
+    // SAFETY: `fd` is a descriptor the caller owns and keeps open for this call;
+    // it is only borrowed to be duplicated.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    Ok(StdListener::from(borrowed.try_clone_to_owned()?))
 }
 
 /// How long a commit vouches for this node's lead, from its proposal: the
@@ -122,8 +144,10 @@ pub struct Node {
     raft: Raft,
     peer: Option<PeerServer>,
     leading: Option<tokio::task::JoinHandle<()>>,
-    serving: watch::Receiver<Option<u64>>,
+    serving: watch::Receiver<Option<(u64, Admin)>>,
     client: Arc<StdListener>,
+    /// Drain mode, shared with the leadership task (every term's server).
+    draining: Arc<AtomicBool>,
     id: NodeId,
     _lock: DirLock,
 }
@@ -151,16 +175,20 @@ impl Node {
         let identity = Arc::new(Identity::open(&config.dir, config.id)?);
         let (log, sm) = open_storage(&config.dir)?;
         let view = sm.view();
-        let bind = |addr: &str, what| {
-            StdListener::bind(addr).map_err(|source| NodeError::Bind {
+        let bind = |addr: &str, fd: Option<RawFd>, what| {
+            let bound = match fd {
+                Some(fd) => adopt(fd),
+                None => StdListener::bind(addr),
+            };
+            bound.map_err(|source| NodeError::Bind {
                 addr: addr.to_owned(),
                 what,
                 id: config.id,
                 source,
             })
         };
-        let client = Arc::new(bind(&entry.client, "client address")?);
-        let peer_listener = bind(&entry.peer, "peer address")?;
+        let client = Arc::new(bind(&entry.client, config.client_fd, "client address")?);
+        let peer_listener = bind(&entry.peer, config.peer_fd, "peer address")?;
         peer_listener
             .set_nonblocking(true)
             .map_err(NodeError::Runtime)?;
@@ -179,6 +207,7 @@ impl Node {
         );
         let lowest = config.file.members().keys().next().copied();
         let (serving_tx, serving) = watch::channel(None);
+        let draining = Arc::new(AtomicBool::new(false));
         let (raft, peer, leading) = runtime.block_on(async {
             let network = Network::new(Arc::clone(&identity), config.net.clone());
             let raft = Raft::new(config.id, raft_config, network, log, sm)
@@ -209,8 +238,12 @@ impl Node {
                 view,
                 server: config.server.clone(),
                 client: Arc::clone(&client),
-                instance: format!("cluster-{}", identity.cluster()),
+                // `stats`'s id as beanstalkd's: 16 hex digits (the cluster
+                // id's first 64 bits), the same on every node.
+                instance: identity.cluster().to_string()[..16].to_owned(),
                 lease: read_lease(&config.raft),
+                draining: Arc::clone(&draining),
+                announce: config.announce,
                 serving: serving_tx,
             }));
             Ok::<_, NodeError>((raft, peer, leading))
@@ -222,6 +255,7 @@ impl Node {
             leading: Some(leading),
             serving,
             client,
+            draining,
             id: config.id,
             _lock: lock,
         })
@@ -261,6 +295,22 @@ impl Node {
             last_log: m.last_log_index.unwrap_or(0),
             serving: self.serving.borrow().is_some(),
         }
+    }
+
+    /// Enter drain mode: while this node leads, puts are answered DRAINING.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+        if let Some((_, admin)) = self.serving.borrow().as_ref() {
+            admin.drain();
+        }
+    }
+
+    /// The `stats` of this node's client server, while it serves (it leads).
+    pub fn stats(&self) -> Option<Vec<(&'static str, StatValue)>> {
+        self.serving
+            .borrow()
+            .as_ref()
+            .map(|(_, admin)| admin.stats())
     }
 
     /// Wait at most `timeout` until this node serves clients (it leads and has

@@ -66,6 +66,17 @@ impl Admin {
         }
     }
 
+    /// Enter drain mode: puts are answered DRAINING from now on.
+    pub fn drain(&self) {
+        self.shared.lock().set_draining(true);
+    }
+
+    /// `stats`, as ordered pairs (no command is counted).
+    pub fn stats(&self) -> Vec<(&'static str, crate::stats::StatValue)> {
+        let store = self.shared.lock();
+        self.shared.stats_pairs(&store)
+    }
+
     /// `stats-tube NAME`.
     pub fn tube_stats(&self, name: &[u8]) -> Result<TubeStats, AdminError> {
         let now = self.shared.now();

@@ -140,19 +140,16 @@ impl Store {
         self.log.is_some()
     }
 
-    /// The `binlog-*` stats (all zero but the size without a log).
+    /// The `binlog-*` stats (all zero but the size without a log, and for a
+    /// cluster's replicated store, whose log is no beanstalkd binlog).
     pub fn log_stats(&self) -> Option<LogStats> {
-        self.log.as_ref().map(|l| LogStats {
+        let log = self.log.as_ref().filter(|l| !l.pipe().is_replicated());
+        log.map(|l| LogStats {
             oldest_index: l.oldest(),
             current_index: l.current(),
             records_migrated: l.records_migrated,
             records_written: l.records_written,
-            // A replicated store has no segments: report the default size.
-            max_size: if l.pipe().is_replicated() {
-                crate::wal::DEFAULT_SEGMENT_SIZE
-            } else {
-                l.segment_size()
-            },
+            max_size: l.segment_size(),
         })
     }
 

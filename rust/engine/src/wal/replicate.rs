@@ -35,9 +35,9 @@ pub trait Replicate: Send + Sync {
     }
 }
 
-/// The segment a replicated store's jobs are "in" (stats-job's `file`); there
-/// is only ever this one.
-pub const REPLICATED_SEGMENT: u64 = 1;
+/// The segment a replicated store's jobs are "in": stats-job's `file` is 0, as
+/// on a server without a log (the Raft log is no beanstalkd binlog).
+pub const REPLICATED_SEGMENT: u64 = 0;
 
 /// A segment size no pass ever fills: a replicated store never moves on to a
 /// next segment.

@@ -1,0 +1,62 @@
+"""``beanpole.Cluster`` and the ``beanpole_cluster`` fixture: three nodes in this
+process over loopback. Every node serves stock clients (a follower relays to the
+leader), the leader's stats count what clients did through any node, stopping the
+leader fails over to a node with every acknowledged change, and a stopped node
+comes back on its directory."""
+
+from __future__ import annotations
+
+import greenstalk
+import pytest
+
+import beanpole
+
+
+def test_any_node_serves_and_a_stopped_leader_loses_nothing(
+    beanpole_cluster: beanpole.Cluster,
+) -> None:
+    cluster = beanpole_cluster
+    leader = cluster.leader()
+    followers = cluster.followers()
+    assert sorted([leader, *followers]) == [1, 2, 3]
+    roles = {s["id"]: s["role"] for s in cluster.status()}
+    assert roles[leader] == "leader"
+    assert all(roles[f] == "follower" for f in followers)
+
+    clients = {n: greenstalk.Client(cluster.address(n), use="t", watch="t") for n in cluster.nodes}
+    ids = [clients[n].put(f"via {n}, job {i}".encode()) for i in range(5) for n in cluster.nodes]
+    assert ids == sorted(ids) and len(set(ids)) == 15
+    assert cluster.stats()["cmd-put"] == 15
+    job = clients[followers[0]].reserve(timeout=0)
+    clients[followers[0]].delete(job)
+    for client in clients.values():
+        client.close()
+
+    cluster.stop_node(leader)
+    assert {s["id"]: s["role"] for s in cluster.status()}[leader] == "down"
+    new = cluster.leader()
+    assert new != leader
+    client = greenstalk.Client(cluster.address(new), use="t")
+    assert client.stats_tube("t")["current-jobs-ready"] == 14
+    with pytest.raises(greenstalk.NotFoundError):
+        client.peek(job.id)
+    assert client.peek(ids[-1]).body == "via 3, job 4"
+    client.close()
+
+    cluster.start_node(leader)
+    other = next(n for n in cluster.running() if n != new)
+    client = greenstalk.Client(cluster.address(other), use="t")
+    assert client.put(b"after") > max(ids)
+    client.close()
+
+
+def test_bad_clusters_are_refused() -> None:
+    with pytest.raises(ValueError, match="at least one node"):
+        beanpole.Cluster(nodes=0)
+    cluster = beanpole.Cluster(nodes=1)
+    with pytest.raises(beanpole.ClusterError, match="not been started"):
+        cluster.start_node(1)
+    with cluster:
+        assert cluster.leader() == 1
+        with pytest.raises(beanpole.ClusterError, match="is running"):
+            cluster.start_node(1)
