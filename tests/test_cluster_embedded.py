@@ -6,6 +6,8 @@ comes back on its directory."""
 
 from __future__ import annotations
 
+import time
+
 import greenstalk
 import pytest
 
@@ -19,9 +21,14 @@ def test_any_node_serves_and_a_stopped_leader_loses_nothing(
     leader = cluster.leader()
     followers = cluster.followers()
     assert sorted([leader, *followers]) == [1, 2, 3]
-    roles = {s["id"]: s["role"] for s in cluster.status()}
-    assert roles[leader] == "leader"
-    assert all(roles[f] == "follower" for f in followers)
+    # The others are followers once the leader's first append reaches them.
+    deadline = time.monotonic() + 10
+    while True:
+        roles = {s["id"]: s["role"] for s in cluster.status()}
+        if all(roles[f] == "follower" for f in followers) or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    assert roles == {leader: "leader", **{f: "follower" for f in followers}}
 
     clients = {n: greenstalk.Client(cluster.address(n), use="t", watch="t") for n in cluster.nodes}
     ids = [clients[n].put(f"via {n}, job {i}".encode()) for i in range(5) for n in cluster.nodes]

@@ -158,6 +158,9 @@ def test_bad_starts_get_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
     status, out = fails("--cluster", str(path), "--node", "1")
     assert status == 2
     assert "needs -b/--binlog-dir" in out
+    status, out = fails("--commit-timeout-ms", "100")
+    assert status == 2
+    assert "applies to cluster nodes only" in out
     status, out = fails("--cluster", str(path), "--node", "1", "-b", str(tmp_path / "d"), "-f", "0")
     assert status == 1
     assert "-f/--fsync-ms cannot be used with --cluster" in out

@@ -97,6 +97,7 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "max_memory",
         "cluster",
         "node",
+        "commit_timeout_ms",
     ]
 
 

@@ -49,6 +49,7 @@ class ClusterNode:
         client_fd: int | None = None,
         peer_fd: int | None = None,
         announce: bool = True,
+        commit_timeout_ms: int = 5000,
     ) -> ClusterNode: ...
     @property
     def node(self) -> int: ...

@@ -69,6 +69,7 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
             threads=config.threads,
             max_connections=config.max_connections,
             max_memory=config.max_memory,
+            commit_timeout_ms=config.commit_timeout_ms,
         )
     except (OSError, ValueError) as err:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)

@@ -87,6 +87,7 @@ OPTIONS: Final = (
     Option("max_memory", ("--max-memory",), "int", "BYTES"),
     Option("cluster", ("--cluster",), "file", "FILE", default_help="none (a single server)"),
     Option("node", ("--node",), "int", "ID", default_help="none"),
+    Option("commit_timeout_ms", ("--commit-timeout-ms",), "int", "MS"),
 )
 
 #: The Config fields ``serve`` takes from flags.

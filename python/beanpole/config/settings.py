@@ -116,6 +116,7 @@ class ConfigChanges(TypedDict, total=False):
     max_memory: int
     cluster: str | None
     node: int | None
+    commit_timeout_ms: int
 
 
 def _setting(default: _T, *, flag: str, doc: str) -> _T:
@@ -288,6 +289,13 @@ class Config:
         flag="--node",
         doc="This node's id in the --cluster file.",
     )
+    commit_timeout_ms: int = _setting(
+        5000,
+        flag="--commit-timeout-ms",
+        doc="Cluster nodes: how long a reply waits for a majority to have its change on "
+        "disk; past it the client gets INTERNAL_ERROR (the outcome unknown) and its "
+        "connection closes.",
+    )
 
     def __post_init__(self) -> None:
         try:
@@ -345,6 +353,7 @@ class Config:
         check_int("max_memory", self.max_memory, low=0, high=INT64_MAX)
         if isinstance(self.cluster, os.PathLike):
             object.__setattr__(self, "cluster", os.fspath(self.cluster))
+        check_int("commit_timeout_ms", self.commit_timeout_ms, low=1, high=INT64_MAX)
         check_cluster(self)
 
     # -- building -----------------------------------------------------------------------

@@ -101,6 +101,7 @@ ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "max_memory": _parse_int,
     "cluster": _parse_str,
     "node": _parse_int,
+    "commit_timeout_ms": _parse_int,
 }
 
 

@@ -48,7 +48,9 @@ class Cluster:
     """``nodes`` nodes on ``host`` (free ports), their data under ``data_dir`` (a
     temporary directory, removed at stop, when None). Raft timing is quicker than a
     production node's by default (``heartbeat_ms`` 50, an election after 300-600 ms
-    of silence), so that tests fail over fast."""
+    of silence), so that tests fail over fast. A reply waits at most
+    ``commit_timeout_ms`` for its commit (then INTERNAL_ERROR, and the connection
+    closes)."""
 
     def __init__(
         self,
@@ -59,6 +61,7 @@ class Cluster:
         max_job_size: int = 65535,
         heartbeat_ms: int = 50,
         election_timeout_ms: tuple[int, int] = (300, 600),
+        commit_timeout_ms: int = 5000,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"a cluster needs at least one node, got {nodes}")
@@ -70,6 +73,7 @@ class Cluster:
             "max_job_size": max_job_size,
             "heartbeat_ms": heartbeat_ms,
             "election_timeout_ms": election_timeout_ms,
+            "commit_timeout_ms": commit_timeout_ms,
         }
         self._nodes: dict[int, _core.ClusterNode | None] = {}
         self._clients: dict[int, tuple[str, int]] = {}

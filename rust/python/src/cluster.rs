@@ -63,6 +63,7 @@ impl PyClusterNode {
         cluster_file, node, data_dir, max_job_size = 65535, verbose = 0, threads = 0,
         max_connections = 0, max_memory = 0, heartbeat_ms = 100,
         election_timeout_ms = (400, 800), client_fd = None, peer_fd = None, announce = true,
+        commit_timeout_ms = 5000,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn start(
@@ -80,6 +81,7 @@ impl PyClusterNode {
         client_fd: Option<i32>,
         peer_fd: Option<i32>,
         announce: bool,
+        commit_timeout_ms: i64,
     ) -> PyResult<PyClusterNode> {
         let id = positive("node id", node)?;
         let file = ClusterFile::load(&cluster_file).map_err(|e| node_err(e.into()))?;
@@ -97,6 +99,8 @@ impl PyClusterNode {
         config.client_fd = client_fd;
         config.peer_fd = peer_fd;
         config.announce = announce;
+        config.commit_timeout =
+            Duration::from_millis(positive("commit timeout", commit_timeout_ms)?);
         let started = py.detach(move || Node::start(config)).map_err(node_err)?;
         let addr = started
             .client_addr()

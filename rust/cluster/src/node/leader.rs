@@ -54,6 +54,8 @@ pub struct Leading {
     pub draining: Arc<AtomicBool>,
     /// Say on stderr when this node starts and stops serving clients.
     pub announce: bool,
+    /// How long a reply waits for its commit before `INTERNAL_ERROR`.
+    pub commit_timeout: Duration,
     /// The term whose server runs now, and its admin calls (None while not
     /// serving). A watch channel: readers want the latest value only, and may
     /// wait for one.
@@ -155,7 +157,7 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
         (state.replica.to_recovered(), state.clock)
     };
     let lease = Arc::new(propose::Lease::new(leading.lease));
-    let (sink, rx) = propose::Proposals::new(Arc::clone(&lease));
+    let (sink, rx) = propose::Proposals::new(Arc::clone(&lease), leading.commit_timeout);
     let opened = replicate::opened(
         recovered,
         sink,

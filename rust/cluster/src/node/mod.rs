@@ -55,6 +55,9 @@ pub struct NodeConfig {
     pub peer_fd: Option<RawFd>,
     /// Say on stderr when this node starts and stops serving clients itself.
     pub announce: bool,
+    /// How long a client's reply waits for its commit (a majority's fsync);
+    /// past it the client gets `INTERNAL_ERROR` and its connection closes.
+    pub commit_timeout: Duration,
 }
 
 impl NodeConfig {
@@ -78,6 +81,7 @@ impl NodeConfig {
             client_fd: None,
             peer_fd: None,
             announce: true,
+            commit_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -244,6 +248,7 @@ impl Node {
                 lease: read_lease(&config.raft),
                 draining: Arc::clone(&draining),
                 announce: config.announce,
+                commit_timeout: config.commit_timeout,
                 serving: serving_tx,
             }));
             Ok::<_, NodeError>((raft, peer, leading))

@@ -72,13 +72,23 @@ impl Lease {
 pub struct Proposals {
     tx: mpsc::UnboundedSender<Pass>,
     lease: Arc<Lease>,
+    commit_timeout: Duration,
 }
 
 impl Proposals {
-    /// A sink and the receiving end for [`run`], renewing `lease`.
-    pub fn new(lease: Arc<Lease>) -> (Arc<Proposals>, mpsc::UnboundedReceiver<Pass>) {
+    /// A sink and the receiving end for [`run`], renewing `lease`; a reply
+    /// waits at most `commit_timeout` for its commit.
+    pub fn new(
+        lease: Arc<Lease>,
+        commit_timeout: Duration,
+    ) -> (Arc<Proposals>, mpsc::UnboundedReceiver<Pass>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Arc::new(Proposals { tx, lease }), rx)
+        let sink = Proposals {
+            tx,
+            lease,
+            commit_timeout,
+        };
+        (Arc::new(sink), rx)
     }
 }
 
@@ -90,6 +100,10 @@ impl Replicate for Proposals {
 
     fn lease_valid(&self) -> bool {
         self.lease.valid()
+    }
+
+    fn commit_timeout(&self) -> Option<Duration> {
+        Some(self.commit_timeout)
     }
 }
 

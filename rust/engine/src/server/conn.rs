@@ -211,10 +211,30 @@ impl Conn {
                     // The wait's future is boxed: it is only needed when the write
                     // is someone else's or an fsync is awaited, and inline it would
                     // make every connection's task larger.
-                    if !pipe.write_through(position)
-                        && !Box::pin(pipe.wait_acked(acked, position)).await
-                    {
-                        return Ok(());
+                    if !pipe.write_through(position) {
+                        match pipe.commit_timeout() {
+                            None => {
+                                if !Box::pin(pipe.wait_acked(acked, position)).await {
+                                    return Ok(());
+                                }
+                            }
+                            Some(limit) => {
+                                let wait = Box::pin(pipe.wait_acked(acked, position));
+                                match tokio::time::timeout(limit, wait).await {
+                                    Ok(true) => {}
+                                    Ok(false) => return Ok(()),
+                                    Err(_) => {
+                                        // No commit in time (no majority): the
+                                        // pass's outcome is unknown; say so and
+                                        // close, as after a server error.
+                                        self.out.clear();
+                                        self.out.extend(b"INTERNAL_ERROR\r\n");
+                                        self.out.write_to(sock, OUT_HIGH_WATER).await?;
+                                        return Ok(());
+                                    }
+                                }
+                            }
+                        }
                     }
                 }
                 self.out.write_to(sock, OUT_HIGH_WATER).await?;

@@ -38,6 +38,13 @@ impl Out {
         self.buf.is_empty() && self.bodies.is_empty()
     }
 
+    /// Drop everything waiting to be written.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.bodies.clear();
+        self.body_bytes = 0;
+    }
+
     pub fn extend(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }

@@ -211,6 +211,11 @@ impl LogPipe {
         self.replicate.as_ref().map_or(true, |s| s.lease_valid())
     }
 
+    /// For a replicated pipe, how long a reply may wait for its commit.
+    pub fn commit_timeout(&self) -> Option<std::time::Duration> {
+        self.replicate.as_ref().and_then(|s| s.commit_timeout())
+    }
+
     /// Whether records go to a cluster rather than to segment files.
     pub fn is_replicated(&self) -> bool {
         self.replicate.is_some()

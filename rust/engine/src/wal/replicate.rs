@@ -33,6 +33,13 @@ pub trait Replicate: Send + Sync {
     fn lease_valid(&self) -> bool {
         true
     }
+
+    /// How long a reply may wait for its commit. Past it (no majority, or a
+    /// stalled one) the connection is answered `INTERNAL_ERROR` in place of the
+    /// pass's replies and closed: the outcome of its changes is unknown to it.
+    fn commit_timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// The segment a replicated store's jobs are "in": stats-job's `file` is 0, as
