@@ -7,9 +7,11 @@ line and a non-zero exit."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -179,3 +181,59 @@ def test_bad_starts_get_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
     assert status == 1
     assert "a single-node log" in out
     assert not os.path.exists(tmp_path / "single" / "cluster")
+
+
+def cluster_status(path: Path, fmt: str = "json") -> tuple[int, str]:
+    child = BeanpoleChild(
+        "cluster", "status", "--cluster", str(path), "--format", fmt, stdout=subprocess.PIPE
+    )
+    out, _ = child.proc.communicate(timeout=30)
+    child.finish()
+    return child.proc.returncode, out
+
+
+def test_cluster_status_shows_each_nodes_view(
+    nodes: tuple[Path, dict[int, int], dict[int, BeanpoleChild]],
+) -> None:
+    path, clients, children = nodes
+    first, client = leader(clients, children, set(clients))
+    for i in range(10):
+        client.put(f"status {i}".encode())
+    client.close()
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        status, out = cluster_status(path)
+        assert status == 0, out
+        rows = {row["id"]: row for row in json.loads(out)}
+        settled = all(row["lag"] == 0 for row in rows.values())
+        if settled or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert sorted(rows) == [1, 2, 3]
+    assert rows[first]["role"] == "leader"
+    assert {rows[n]["role"] for n in rows if n != first} == {"follower"}
+    assert {row["leader"] for row in rows.values()} == {first}
+    assert len({row["term"] for row in rows.values()}) == 1
+    assert {row["commit"] for row in rows.values()} == {rows[first]["last_log"]}
+    assert all(row["lag"] == 0 for row in rows.values()), rows
+    assert {row["client"] for row in rows.values()} == {f"127.0.0.1:{p}" for p in clients.values()}
+
+    # An idle cluster's log does not grow: nothing is journaled without a client
+    # (the time under test: over two leases, and two of the clock's old wakeups).
+    time.sleep(2.5)
+    status, out = cluster_status(path)
+    assert {row["last_log"] for row in json.loads(out)} == {rows[first]["last_log"]}
+
+    children[first].kill()
+    status, out = cluster_status(path)
+    assert status == 0
+    rows = {row["id"]: row for row in json.loads(out)}
+    assert rows[first]["role"] == "down" and rows[first]["error"]
+    assert rows[first]["commit"] is None
+    status, out = cluster_status(path, "table")
+    assert status == 0
+    assert "down" in out and "cluster status" in out
+
+    missing = path.with_name("nothing.toml")
+    status, out = cluster_status(missing)
+    assert status == 1

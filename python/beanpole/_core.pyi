@@ -22,6 +22,7 @@ __all__ = [
     "binlog_table_plan",
     "binlog_table_records",
     "binlog_verify",
+    "cluster_status",
     "shard_column",
 ]
 
@@ -386,3 +387,7 @@ def shard_column(
     """The server (an index into ``servers``) of each key of an Arrow binary/string
     array, by the rendezvous hashing of ``beanpole.client.sharded``, as packed little-endian
     uint32; a null key (per ``validity``) goes round robin from ``first``."""
+
+def cluster_status(
+    cluster_file: str | os.PathLike[str], timeout: float = 1.0
+) -> list[dict[str, int | str | None]]: ...

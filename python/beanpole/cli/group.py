@@ -2,9 +2,10 @@
 
 Each subcommand lives in a module of its own (``serve`` in :mod:`beanpole.cli.serve`,
 ``stats``/``top``/``exporter`` in :mod:`beanpole.cli.ops`, the client commands in
-:mod:`beanpole.cli.admin`, ``binlog`` in :mod:`beanpole.cli.binlog`), named in
-:data:`COMMANDS` and imported only when that command runs or its help is
-shown; ``beanpole --help`` lists them from that table without importing any.
+:mod:`beanpole.cli.admin`, ``binlog`` in :mod:`beanpole.cli.binlog`, ``cluster`` in
+:mod:`beanpole.cli.cluster`), named in :data:`COMMANDS` and imported only when that
+command runs or its help is shown; ``beanpole --help`` lists them from that table
+without importing any.
 
 The command, the top layer: imports any layer but ``beanpole.spark``; only the front
 door (``beanpole.__main__``, the console script) and the command's own modules
@@ -71,6 +72,11 @@ COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
         "Delete the jobs of TUBE in the given states, with a progress bar.",
     ),
     "tail": ("beanpole.cli.admin", "tail", "Reserve and print the jobs of TUBE as they come."),
+    "cluster": (
+        "beanpole.cli.cluster",
+        "cluster",
+        "Look at a replicated cluster: each node's role, term, commit and lag.",
+    ),
 }
 
 #: Both commands and subcommands take -h as well as --help.

@@ -13,7 +13,8 @@
 //! * [`identity`]: the data directory's marker of its node and cluster;
 //! * [`file`]: the cluster file, `cluster.toml`, read and checked;
 //! * [`node`]: a node as `serve --cluster` runs it: Raft, its peers' server,
-//!   and the engine's server for clients while it leads.
+//!   and the engine's server for clients while it leads;
+//! * [`report`]: every node's status, for `beanpole cluster status`.
 //!
 //! The engine never imports this crate: a server without a cluster runs exactly
 //! as before. This crate imports from the engine `wal::replica` (and the
@@ -26,6 +27,7 @@ pub mod identity;
 pub mod logstore;
 pub mod net;
 pub mod node;
+pub mod report;
 pub mod sm;
 pub mod snapshot;
 pub mod types;

@@ -182,3 +182,52 @@ impl PyClusterNode {
         }
     }
 }
+
+/// Every node of the cluster in `cluster_file`, asked for its status over its
+/// peer address (each within `timeout` seconds): a list of dicts with id,
+/// client, peer, role (`down` when it did not answer, with `error`), term,
+/// leader, commit (the last index it applied), last_log and lag (entries the
+/// leader has that it has not applied; None without a leader's answer).
+#[pyfunction]
+#[pyo3(signature = (cluster_file, timeout = 1.0))]
+pub fn cluster_status<'py>(
+    py: Python<'py>,
+    cluster_file: PathBuf,
+    timeout: f64,
+) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let file =
+        ClusterFile::load(&cluster_file).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let timeout = Duration::from_secs_f64(timeout.max(0.0));
+    let reports = py
+        .detach(|| beanpole_cluster::report::report(&file, timeout))
+        .map_err(|e| PyOSError::new_err(e.to_string()))?;
+    reports
+        .iter()
+        .map(|r| {
+            let d = PyDict::new(py);
+            d.set_item("id", r.id)?;
+            d.set_item("client", &r.client)?;
+            d.set_item("peer", &r.peer)?;
+            match &r.status {
+                Ok(s) => {
+                    d.set_item("role", s.role)?;
+                    d.set_item("term", s.term)?;
+                    d.set_item("leader", s.leader)?;
+                    d.set_item("commit", s.applied)?;
+                    d.set_item("last_log", s.last_log)?;
+                    d.set_item("error", py.None())?;
+                }
+                Err(e) => {
+                    d.set_item("role", "down")?;
+                    d.set_item("term", py.None())?;
+                    d.set_item("leader", py.None())?;
+                    d.set_item("commit", py.None())?;
+                    d.set_item("last_log", py.None())?;
+                    d.set_item("error", e)?;
+                }
+            }
+            d.set_item("lag", r.lag)?;
+            Ok(d)
+        })
+        .collect()
+}

@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod server;
+pub mod status;
 pub mod wire;
 
 use std::io;

@@ -17,6 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::status;
 use super::wire::{self, Hello};
 use super::NetConfig;
 use crate::identity::Identity;
@@ -115,6 +116,10 @@ async fn serve(
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let (kind, body) = next_frame(&mut stream, &config).await?;
+    if kind == status::STATUS_ASK && status::is_ask(&body) {
+        let metrics = raft.metrics().borrow().clone();
+        return wire::write_frame(&mut stream, &status::reply(&metrics, identity.cluster())).await;
+    }
     let hello = match (kind, wire::read_hello(&body)) {
         (wire::HELLO, Some(hello)) => hello,
         _ => {

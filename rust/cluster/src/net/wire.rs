@@ -13,6 +13,7 @@
 //!                vote: vote, granted u8, last log id; snapshot: vote
 //!   8 failed     0 stopped | 1 panicked | 2 storage, message | 3 snapshot mismatch,
 //!                expected id, offset u64, got id, offset u64
+//!   9, 10        a status ask and its answer (`status.rs`), not between peers
 //! ```
 //!
 //! A connection opens with hello and its answer (welcome or refused), then
@@ -43,8 +44,8 @@ pub const SNAPSHOT: u8 = 6;
 pub const REPLY: u8 = 7;
 pub const FAILED: u8 = 8;
 
-const MAGIC: &[u8; 6] = b"BPPEER";
-const VERSION: u16 = 1;
+pub(super) const MAGIC: &[u8; 6] = b"BPPEER";
+pub(super) const VERSION: u16 = 1;
 
 /// A frame's kind and body.
 pub type Frame = (u8, Vec<u8>);

@@ -19,14 +19,15 @@ pub async fn run(shared: Arc<Shared>) {
             let mut store = shared.lock();
             let next = store.tick(now).unwrap_or(u64::MAX);
             shared.armed.store(next, Ordering::Relaxed);
-            let settled = shared.settle(&mut store);
+            let settled = shared.settle_timers(&mut store);
             (next, settled)
         };
         // Timeouts and compaction moves: nobody waits for them, but they are written.
         shared.write_log(shared.finish(settled));
         let sleep = next.saturating_sub(shared.now());
         let mut sleep = Duration::from_nanos(sleep.min(3600 * 1_000_000_000));
-        if shared.log_pipe.is_some() {
+        // A cluster's replicated log has no segments to compact.
+        if shared.log_pipe.is_some() && !shared.replicated {
             sleep = sleep.min(LOG_MAINTENANCE);
         }
         tokio::select! {

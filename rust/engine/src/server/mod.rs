@@ -70,7 +70,7 @@ pub struct Shared {
     /// The write-ahead log's hand-over to its writer thread, when there is a log.
     pub(crate) log_pipe: Option<Arc<crate::wal::pipe::LogPipe>>,
     /// Whether that log is a cluster's (`wal/replicate.rs`).
-    replicated: bool,
+    pub(crate) replicated: bool,
     /// Events for admin hooks and log lines for the host's logger.
     pub(crate) events: Arc<EventHub>,
     /// The certificates of the `tls:` listeners, when the server has any.
@@ -152,6 +152,16 @@ impl Shared {
     /// After a batch of changes, with the lock still held: collect the wakeups and
     /// say whether the clock must be re-armed. Call [`Shared::finish`] after unlocking.
     pub fn settle(&self, store: &mut Store) -> Settled {
+        self.settle_pass(store, true)
+    }
+
+    /// [`Shared::settle`] for the clock's passes, whose results no client reads:
+    /// a cluster leader past its lease journals no read barrier for them.
+    pub fn settle_timers(&self, store: &mut Store) -> Settled {
+        self.settle_pass(store, false)
+    }
+
+    fn settle_pass(&self, store: &mut Store, read: bool) -> Settled {
         let wakeups = if store.has_wakeups() {
             store.take_wakeups()
         } else {
@@ -166,7 +176,7 @@ impl Shared {
         }
         let mut log = store.flush_log();
         if self.replicated {
-            if log.is_none() && !self.log_pipe.as_ref().is_some_and(|p| p.lease_valid()) {
+            if read && log.is_none() && !self.log_pipe.as_ref().is_some_and(|p| p.lease_valid()) {
                 // A read-only pass of a leader whose lease ran out: it replies
                 // after a no-op's commit shows it still led after the read.
                 store.journal_barrier();
