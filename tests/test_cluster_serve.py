@@ -187,7 +187,8 @@ def cluster_status(path: Path, fmt: str = "json") -> tuple[int, str]:
     child = BeanpoleChild(
         "cluster", "status", "--cluster", str(path), "--format", fmt, stdout=subprocess.PIPE
     )
-    out, _ = child.proc.communicate(timeout=30)
+    assert child.proc.stdout is not None
+    out = child.proc.stdout.read()
     child.finish()
     return child.proc.returncode, out
 

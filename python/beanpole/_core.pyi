@@ -22,6 +22,7 @@ __all__ = [
     "binlog_table_plan",
     "binlog_table_records",
     "binlog_verify",
+    "cluster_change",
     "cluster_status",
     "shard_column",
 ]
@@ -51,6 +52,7 @@ class ClusterNode:
         peer_fd: int | None = None,
         announce: bool = True,
         commit_timeout_ms: int = 5000,
+        admin_token: str | None = None,
     ) -> ClusterNode: ...
     @property
     def node(self) -> int: ...
@@ -391,3 +393,6 @@ def shard_column(
 def cluster_status(
     cluster_file: str | os.PathLike[str], timeout: float = 1.0
 ) -> list[dict[str, int | str | None]]: ...
+def cluster_change(
+    cluster_file: str | os.PathLike[str], op: str, node: int, token: str, timeout: float = 120.0
+) -> str: ...

@@ -1,8 +1,15 @@
 """``beanpole cluster``: commands about a replicated cluster. ``status`` asks every
 node of a cluster file for its view (over its peer address) and prints one row per
-node: id, role (``leader``, ``follower``, ``candidate``, ``learner`` or ``down``),
+node: id, role (``leader``, ``follower``, ``candidate``, ``learner``, ``down`` when it
+does not answer, ``removed`` when the leader's membership no longer has it),
 term, the leader it knows, commit (the last log index it applied), the last index
 in its log, and lag (entries the leader has that the node has not applied).
+
+``add``, ``promote`` and ``remove`` change the membership: they find the leader and
+ask it, with the admin token the nodes were started with (``--admin-token-file``).
+A new node is listed in the cluster file, started with it, then added (it becomes a
+learner and catches up) and promoted (a voter). ``remove`` takes a voter or a
+learner out, the leader too (another voter then leads).
 
 The command, the top layer: imports any layer but ``beanpole.spark``; only the front
 door (the click group) imports it.
@@ -84,3 +91,47 @@ def _print_table(nodes: list[dict[str, Any]]) -> None:
     for node in nodes:
         if node.get("error"):
             click.echo(f"node {node['id']} ({node['peer']}): {node['error']}", err=True)
+
+
+def _membership(op: str, doc: str) -> None:
+    @cluster.command(name=op, help=doc)
+    @click.option(
+        "--cluster",
+        "cluster_file",
+        required=True,
+        type=click.Path(dir_okay=False),
+        metavar="FILE",
+        help="The cluster file; it lists the node with its addresses.",
+    )
+    @click.option(
+        "--node", required=True, type=click.IntRange(min=1), metavar="ID", help="The node."
+    )
+    @click.option(
+        "--token-file",
+        required=True,
+        type=click.Path(dir_okay=False),
+        metavar="FILE",
+        help="The admin token the nodes were started with (--admin-token-file).",
+    )
+    @click.option(
+        "--timeout",
+        type=click.FloatRange(min=0.0),
+        default=120.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="How long to wait for the leader's answer.",
+    )
+    def command(cluster_file: str, node: int, token_file: str, timeout: float) -> None:
+        from beanpole import _core
+        from beanpole.ops.dashboard.actions import TokenError, load_token
+
+        try:
+            token = load_token(token_file).decode("ascii")
+            click.echo(_core.cluster_change(cluster_file, op, node, token, timeout))
+        except (TokenError, OSError, ValueError) as err:
+            raise click.ClickException(str(err)) from None
+
+
+_membership("add", "Add a node as a learner; returns once it has caught up.")
+_membership("promote", "Make a learner a voter.")
+_membership("remove", "Take a voter or a learner out of the cluster (the leader too).")

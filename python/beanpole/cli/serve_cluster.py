@@ -6,7 +6,9 @@ while it leads, and relays them to the leader while it does not (a client's conn
 ends when the leader it reaches goes; keeping it through a change of leader comes
 later). Settings a node does not take yet are refused with one line:
 its addresses are the file's, the Raft log is always synced before a reply, and the
-HTTP endpoint, TLS, hooks and switching user are for single servers for now.
+HTTP endpoint, TLS, hooks and switching user are for single servers for now. With
+``--admin-token-file`` the node takes membership changes (``beanpole cluster add``,
+``promote``, ``remove``) that carry that token.
 
 The command, the top layer: imports any layer but ``beanpole.spark``; only
 :mod:`beanpole.cli.serve_run` imports it.
@@ -53,6 +55,14 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
             raise ServeError(f"{flag(name)} cannot be used with --cluster: {why}")
     from beanpole import _core
 
+    token = None
+    if config.admin_token_file is not None:
+        from beanpole.ops.dashboard.actions import TokenError, load_token
+
+        try:
+            token = load_token(config.admin_token_file).decode("ascii")
+        except TokenError as err:
+            raise ServeError(str(err)) from None
     # Config has checked that a cluster comes with a node and a data directory.
     assert config.cluster is not None
     assert config.node is not None and config.binlog_dir is not None
@@ -70,6 +80,7 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
             max_connections=config.max_connections,
             max_memory=config.max_memory,
             commit_timeout_ms=config.commit_timeout_ms,
+            admin_token=token,
         )
     except (OSError, ValueError) as err:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)

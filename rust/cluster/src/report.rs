@@ -1,6 +1,9 @@
 //! `beanpole cluster status`: every node of a cluster file asked for its status
 //! at once over its peer address (`net/status.rs`), and each node's lag behind
-//! the leader worked out from the answers.
+//! the leader worked out from the answers; a node the leader's membership has
+//! as a learner is one, and a node it does not have is `removed` (a removed
+//! node is not told). Also the membership changes (`change`), asked of the
+//! leader found that way.
 
 use std::time::Duration;
 
@@ -61,10 +64,78 @@ pub fn report(file: &ClusterFile, timeout: Duration) -> std::io::Result<Vec<Node
         .cloned();
     if let Some(leader) = leader {
         for r in &mut reports {
-            if let Ok(s) = &r.status {
+            if let Ok(s) = &mut r.status {
                 r.lag = Some(leader.last_log.saturating_sub(s.applied));
+                // The leader's membership says what a node is now: one removed
+                // (or demoted) does not learn it itself.
+                if leader.learners.contains(&s.node) {
+                    s.role = "learner";
+                } else if !leader.voters.contains(&s.node) {
+                    s.role = "removed";
+                }
             }
         }
     }
     Ok(reports)
+}
+
+/// Why a membership change was not made; one line.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    #[error("{0}")]
+    File(#[from] crate::file::FileError),
+    #[error("no node of the cluster leads now (asked every node in {0})")]
+    NoLeader(String),
+    #[error("the leader, node {node}, did not answer: {reason}")]
+    Unanswered { node: NodeId, reason: String },
+    #[error("node {node} refused: {reason}")]
+    Refused { node: NodeId, reason: String },
+    #[error("cannot start: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Ask the leader of `file`'s cluster to make `op` of `node` (whose addresses
+/// are the file's); its answer. The leader is found by asking every node.
+pub fn change(
+    file: &ClusterFile,
+    op: crate::net::members::Op,
+    node: NodeId,
+    token: &str,
+    timeout: Duration,
+) -> Result<String, ChangeError> {
+    use crate::net::members;
+
+    let entry = file.node(node)?.clone();
+    let reports = report(file, Duration::from_secs(1)).map_err(ChangeError::Runtime)?;
+    let leader = reports
+        .iter()
+        .filter(|r| r.status.as_ref().is_ok_and(|s| s.role == "leader"))
+        .max_by_key(|r| r.status.as_ref().map_or(0, |s| s.term))
+        .ok_or_else(|| ChangeError::NoLeader(file.path.clone()))?;
+    let request = members::Change {
+        op,
+        node,
+        addresses: crate::types::Peer {
+            client: entry.client,
+            peer: entry.peer,
+        },
+        token: token.to_owned(),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ChangeError::Runtime)?;
+    let answer = runtime
+        .block_on(members::request(&leader.peer, &request, timeout))
+        .map_err(|e| ChangeError::Unanswered {
+            node: leader.id,
+            reason: e.to_string(),
+        })?;
+    match answer {
+        (true, message) => Ok(message),
+        (false, reason) => Err(ChangeError::Refused {
+            node: leader.id,
+            reason,
+        }),
+    }
 }

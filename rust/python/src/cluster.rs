@@ -58,12 +58,13 @@ impl PyClusterNode {
     /// `client_fd`/`peer_fd`: sockets already listening on those addresses, to
     /// serve instead of binding them (each is duplicated; the caller closes its
     /// own). `announce`: say on stderr when the node starts and stops leading.
+    /// `admin_token`: membership changes carrying it are taken (none without).
     #[staticmethod]
     #[pyo3(signature = (
         cluster_file, node, data_dir, max_job_size = 65535, verbose = 0, threads = 0,
         max_connections = 0, max_memory = 0, heartbeat_ms = 100,
         election_timeout_ms = (400, 800), client_fd = None, peer_fd = None, announce = true,
-        commit_timeout_ms = 5000,
+        commit_timeout_ms = 5000, admin_token = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn start(
@@ -82,6 +83,7 @@ impl PyClusterNode {
         peer_fd: Option<i32>,
         announce: bool,
         commit_timeout_ms: i64,
+        admin_token: Option<String>,
     ) -> PyResult<PyClusterNode> {
         let id = positive("node id", node)?;
         let file = ClusterFile::load(&cluster_file).map_err(|e| node_err(e.into()))?;
@@ -99,6 +101,7 @@ impl PyClusterNode {
         config.client_fd = client_fd;
         config.peer_fd = peer_fd;
         config.announce = announce;
+        config.net.admin_token = admin_token;
         config.commit_timeout =
             Duration::from_millis(positive("commit timeout", commit_timeout_ms)?);
         let started = py.detach(move || Node::start(config)).map_err(node_err)?;
@@ -230,4 +233,45 @@ pub fn cluster_status<'py>(
             Ok(d)
         })
         .collect()
+}
+
+/// Ask the leader of the cluster in `cluster_file` to `op` (`add`, `promote` or
+/// `remove`) node `node`, whose addresses are the file's, with the admin
+/// `token`; waits up to `timeout` seconds (an add answers once the node has
+/// caught up). Returns the leader's answer; raises ValueError when the change
+/// is refused or the file is bad, OSError when no leader answers.
+#[pyfunction]
+#[pyo3(signature = (cluster_file, op, node, token, timeout = 120.0))]
+pub fn cluster_change(
+    py: Python<'_>,
+    cluster_file: PathBuf,
+    op: &str,
+    node: i64,
+    token: String,
+    timeout: f64,
+) -> PyResult<String> {
+    use beanpole_cluster::net::members::Op;
+    use beanpole_cluster::report::ChangeError;
+
+    let op = match op {
+        "add" => Op::Add,
+        "promote" => Op::Promote,
+        "remove" => Op::Remove,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown membership change {other:?} (add, promote or remove)"
+            )))
+        }
+    };
+    let node = positive("node id", node)?;
+    let file =
+        ClusterFile::load(&cluster_file).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let timeout = Duration::from_secs_f64(timeout.max(0.0));
+    py.detach(|| beanpole_cluster::report::change(&file, op, node, &token, timeout))
+        .map_err(|e| match e {
+            ChangeError::File(_) | ChangeError::Refused { .. } => {
+                PyValueError::new_err(e.to_string())
+            }
+            _ => PyOSError::new_err(e.to_string()),
+        })
 }

@@ -364,6 +364,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyServerHandle>()?;
     m.add_class::<cluster::PyClusterNode>()?;
     m.add_function(wrap_pyfunction!(cluster::cluster_status, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster::cluster_change, m)?)?;
     m.add_class::<events::PyEventStream>()?;
     m.add("EVENT_KINDS", events::kind_names())?;
     m.add_class::<admin::PyAdmin>()?;

@@ -9,6 +9,7 @@
 //! reused; a failed or timed-out one is dropped and the next call dials again.
 
 pub mod client;
+pub mod members;
 pub mod server;
 pub mod status;
 pub mod wire;
@@ -41,6 +42,9 @@ pub struct NetConfig {
     pub idle_per_peer: usize,
     /// Peer connections a server serves at once; more are closed at accept.
     pub max_connections: usize,
+    /// The token a membership change must carry (`members.rs`); None: this
+    /// node takes none.
+    pub admin_token: Option<String>,
 }
 
 impl Default for NetConfig {
@@ -52,6 +56,7 @@ impl Default for NetConfig {
             frame_timeout: Duration::from_secs(10),
             idle_per_peer: 4,
             max_connections: 64,
+            admin_token: None,
         }
     }
 }

@@ -17,9 +17,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
-use super::status;
 use super::wire::{self, Hello};
 use super::NetConfig;
+use super::{members, status};
 use crate::identity::Identity;
 use crate::types::{NodeId, Raft};
 
@@ -116,6 +116,13 @@ async fn serve(
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let (kind, body) = next_frame(&mut stream, &config).await?;
+    if kind == members::CHANGE {
+        let answer = match members::read_change(&body) {
+            Some(change) => members::act(&raft, config.admin_token.as_deref(), change).await,
+            None => wire::refused("not a membership change of this version"),
+        };
+        return wire::write_frame(&mut stream, &answer).await;
+    }
     if kind == status::STATUS_ASK && status::is_ask(&body) {
         let metrics = raft.metrics().borrow().clone();
         return wire::write_frame(&mut stream, &status::reply(&metrics, identity.cluster())).await;

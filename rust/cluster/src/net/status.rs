@@ -7,7 +7,9 @@
 //!   9 status ask   magic "BPPEER", version u16
 //!  10 status       node u64, role u8, term u64, leader u64 (0: none), applied u64,
 //!                  last log u64, cluster id 16 bytes, count u32, per follower (a
-//!                  leader's view): node u64, known u8, matched index u64
+//!                  leader's view): node u64, known u8, matched index u64; voters:
+//!                  count u32, ids u64; learners: count u32, ids u64 (the
+//!                  membership this node knows)
 //! ```
 
 use std::time::Duration;
@@ -56,6 +58,9 @@ pub struct Status {
     /// A leader's view of each member's replicated log: its last index known to
     /// match the leader's (None: not known yet).
     pub matched: Vec<(NodeId, Option<u64>)>,
+    /// The membership this node knows.
+    pub voters: Vec<NodeId>,
+    pub learners: Vec<NodeId>,
 }
 
 const ROLES: [&str; 5] = ["leader", "follower", "candidate", "learner", "down"];
@@ -107,6 +112,16 @@ pub fn reply(m: &RaftMetrics<NodeId, Peer>, cluster: ClusterId) -> Vec<u8> {
         out.push(u8::from(index.is_some()));
         out.extend_from_slice(&index.unwrap_or(0).to_le_bytes());
     }
+    let membership = m.membership_config.membership();
+    for ids in [
+        membership.voter_ids().collect::<Vec<_>>(),
+        membership.learner_ids().collect::<Vec<_>>(),
+    ] {
+        out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+        for id in ids {
+            out.extend_from_slice(&id.to_le_bytes());
+        }
+    }
     finish(out)
 }
 
@@ -128,6 +143,12 @@ pub fn read_reply(body: &[u8]) -> Result<Status, CodecError> {
         let index = r.u64()?;
         matched.push((node, known.then_some(index)));
     }
+    let mut ids = || -> Result<Vec<NodeId>, CodecError> {
+        let count = r.u32()?;
+        (0..count).map(|_| r.u64()).collect()
+    };
+    let voters = ids()?;
+    let learners = ids()?;
     r.end()?;
     Ok(Status {
         node,
@@ -138,6 +159,8 @@ pub fn read_reply(body: &[u8]) -> Result<Status, CodecError> {
         last_log,
         cluster,
         matched,
+        voters,
+        learners,
     })
 }
 
@@ -200,6 +223,8 @@ mod tests {
                 last_log: 40,
                 cluster: ClusterId([9; 16]),
                 matched: vec![(1, None), (3, Some(38))],
+                voters: vec![],
+                learners: vec![],
             }
         );
         assert!(is_ask(&ask()[5..]));

@@ -14,6 +14,7 @@
 //!   8 failed     0 stopped | 1 panicked | 2 storage, message | 3 snapshot mismatch,
 //!                expected id, offset u64, got id, offset u64
 //!   9, 10        a status ask and its answer (`status.rs`), not between peers
+//!   11, 12       a membership change and its answer (`members.rs`), likewise
 //! ```
 //!
 //! A connection opens with hello and its answer (welcome or refused), then
