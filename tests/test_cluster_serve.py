@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import time
@@ -238,3 +239,26 @@ def test_cluster_status_shows_each_nodes_view(
     missing = path.with_name("nothing.toml")
     status, out = cluster_status(missing)
     assert status == 1
+
+
+def test_a_wiped_lowest_node_founds_no_second_cluster(
+    tmp_path: Path, nodes: tuple[Path, dict[int, int], dict[int, BeanpoleChild]]
+) -> None:
+    path, clients, children = nodes
+    leader(clients, children, set(clients))
+    status, out = cluster_status(path)
+    assert status == 0
+    ids = {row["cluster"] for row in json.loads(out)}
+    assert len(ids) == 1 and None not in ids
+    children[1].kill()
+    shutil.rmtree(tmp_path / "node1")
+    children[1] = BeanpoleChild(
+        "serve", "--cluster", str(path), "--node", "1", "-b", str(tmp_path / "node1")
+    )
+    children[1].wait_line(r"node 1: node \d already belongs to cluster [0-9a-f]+; not founding")
+    children[1].wait_line(r"^beanpole node 1 of cluster ")
+    status, out = cluster_status(path)
+    assert status == 0
+    rows = {row["id"]: row for row in json.loads(out)}
+    assert rows[1]["cluster"] in ids | {None}
+    assert {rows[n]["cluster"] for n in (2, 3)} == ids

@@ -189,8 +189,9 @@ impl PyClusterNode {
 /// Every node of the cluster in `cluster_file`, asked for its status over its
 /// peer address (each within `timeout` seconds): a list of dicts with id,
 /// client, peer, role (`down` when it did not answer, with `error`), term,
-/// leader, commit (the last index it applied), last_log and lag (entries the
-/// leader has that it has not applied; None without a leader's answer).
+/// leader, commit (the last index it applied), last_log, cluster (the cluster
+/// id it belongs to, None before it knows) and lag (entries the leader has that
+/// it has not applied; None without a leader's answer).
 #[pyfunction]
 #[pyo3(signature = (cluster_file, timeout = 1.0))]
 pub fn cluster_status<'py>(
@@ -218,6 +219,10 @@ pub fn cluster_status<'py>(
                     d.set_item("leader", s.leader)?;
                     d.set_item("commit", s.applied)?;
                     d.set_item("last_log", s.last_log)?;
+                    d.set_item(
+                        "cluster",
+                        (!s.cluster.is_unset()).then(|| s.cluster.to_string()),
+                    )?;
                     d.set_item("error", py.None())?;
                 }
                 Err(e) => {
@@ -226,6 +231,7 @@ pub fn cluster_status<'py>(
                     d.set_item("leader", py.None())?;
                     d.set_item("commit", py.None())?;
                     d.set_item("last_log", py.None())?;
+                    d.set_item("cluster", py.None())?;
                     d.set_item("error", e)?;
                 }
             }

@@ -86,6 +86,34 @@ impl NodeConfig {
     }
 }
 
+/// Whether another node of the file already belongs to a cluster: then a new
+/// directory on the lowest id is a node that lost its data (or a new one), which
+/// must not found a second cluster; it waits to be added
+/// (`beanpole cluster add`). Each node is asked for its status, briefly.
+async fn cluster_exists(config: &NodeConfig) -> bool {
+    let mut asks = tokio::task::JoinSet::new();
+    for node in config.file.nodes.values().filter(|n| n.id != config.id) {
+        let peer = node.peer.clone();
+        asks.spawn(
+            async move { crate::net::status::query(&peer, Duration::from_millis(300)).await },
+        );
+    }
+    while let Some(answer) = asks.join_next().await {
+        let Ok(Ok(status)) = answer else { continue };
+        if !status.cluster.is_unset() {
+            if config.announce {
+                eprintln!(
+                    "beanpole: node {}: node {} already belongs to cluster {}; not founding \
+                     another (add this node with beanpole cluster add)",
+                    config.id, status.node, status.cluster
+                );
+            }
+            return true;
+        }
+    }
+    false
+}
+
 /// A copy of the listening socket `fd`.
 fn adopt(fd: RawFd) -> std::io::Result<StdListener> {
     // SAFETY: `fd` is a descriptor the caller owns and keeps open for this call;
@@ -230,7 +258,11 @@ impl Node {
                 .is_initialized()
                 .await
                 .map_err(|e| NodeError::Raft(e.to_string()))?;
-            if pristine && lowest == Some(config.id) && identity.cluster().is_unset() {
+            if pristine
+                && lowest == Some(config.id)
+                && identity.cluster().is_unset()
+                && !cluster_exists(&config).await
+            {
                 identity.found()?;
                 raft.initialize(config.file.members())
                     .await
