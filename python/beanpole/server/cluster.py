@@ -185,8 +185,9 @@ class Cluster:
         return [self._clients[n] for n in self.nodes]
 
     def status(self) -> list[dict[str, Any]]:
-        """Each node's view (id, role, term, leader, applied, last_log, serving);
-        role ``down`` for a stopped node."""
+        """Each node's view (``_core.ClusterNode.status``: id, role, term, leader,
+        applied, last_log, serving, voters, learners, matched, ...); role ``down``
+        for a stopped node."""
         out: list[dict[str, Any]] = []
         for n in self.nodes:
             node = self._nodes.get(n)
@@ -205,6 +206,10 @@ class Cluster:
             else:
                 out.append(dict(node.status()))
         return out
+
+    def node(self, node: int) -> _core.ClusterNode | None:
+        """The native node ``node`` while it runs (for its status, stats, drain)."""
+        return self._nodes.get(node)
 
     def leader(self, timeout: float = 10.0) -> int:
         """The node that serves clients itself (the leader, caught up), waiting up

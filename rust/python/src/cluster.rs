@@ -48,6 +48,14 @@ fn status_dict<'py>(py: Python<'py>, s: &NodeStatus) -> PyResult<Bound<'py, PyDi
     d.set_item("applied", s.applied)?;
     d.set_item("last_log", s.last_log)?;
     d.set_item("serving", s.serving)?;
+    d.set_item("voters", s.voters.clone())?;
+    d.set_item("learners", s.learners.clone())?;
+    let matched = PyDict::new(py);
+    for (node, index) in &s.matched {
+        matched.set_item(node, index)?;
+    }
+    d.set_item("matched", matched)?;
+    d.set_item("millis_since_quorum_ack", s.millis_since_quorum_ack)?;
     Ok(d)
 }
 
@@ -128,7 +136,9 @@ impl PyClusterNode {
     }
 
     /// This node's view: id, role (leader, follower, candidate, learner,
-    /// down), term, leader, applied, last_log, serving.
+    /// down), term, leader, applied, last_log, serving, voters, learners, and
+    /// on the leader matched (each member's matching log index, None when not
+    /// known) and millis_since_quorum_ack.
     fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let status = {
             let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
@@ -142,6 +152,10 @@ impl PyClusterNode {
             applied: 0,
             last_log: 0,
             serving: false,
+            voters: Vec::new(),
+            learners: Vec::new(),
+            matched: Vec::new(),
+            millis_since_quorum_ack: None,
         });
         status_dict(py, &status)
     }

@@ -168,6 +168,14 @@ pub struct NodeStatus {
     pub last_log: u64,
     /// Whether this node's client server runs (it leads and has caught up).
     pub serving: bool,
+    /// The membership this node knows: voters and learners.
+    pub voters: Vec<NodeId>,
+    pub learners: Vec<NodeId>,
+    /// On the leader, each member's log index known to match its own (None:
+    /// not known yet); empty elsewhere.
+    pub matched: Vec<(NodeId, Option<u64>)>,
+    /// On the leader, milliseconds since a majority last acknowledged it.
+    pub millis_since_quorum_ack: Option<u64>,
 }
 
 /// A running node.
@@ -314,6 +322,10 @@ impl Node {
                 applied: 0,
                 last_log: 0,
                 serving: false,
+                voters: Vec::new(),
+                learners: Vec::new(),
+                matched: Vec::new(),
+                millis_since_quorum_ack: None,
             };
         }
         let m = self.raft.metrics().borrow().clone();
@@ -331,6 +343,14 @@ impl Node {
             applied: m.last_applied.map_or(0, |l| l.index),
             last_log: m.last_log_index.unwrap_or(0),
             serving: self.serving.borrow().is_some(),
+            voters: m.membership_config.membership().voter_ids().collect(),
+            learners: m.membership_config.membership().learner_ids().collect(),
+            matched: m
+                .replication
+                .as_ref()
+                .map(|r| r.iter().map(|(n, l)| (*n, l.map(|l| l.index))).collect())
+                .unwrap_or_default(),
+            millis_since_quorum_ack: m.millis_since_quorum_ack,
         }
     }
 
