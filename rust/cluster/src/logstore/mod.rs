@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::RangeBounds;
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -84,9 +85,17 @@ pub struct LogStore {
     writer: Option<JoinHandle<()>>,
     /// Torn tails cut when the log was opened.
     pub warnings: Vec<String>,
+    /// Milliseconds the writer holds each group commit's fsync back (0).
+    stall: Arc<AtomicU64>,
 }
 
 impl LogStore {
+    /// Fault injection for tests: the milliseconds each group commit's fsync
+    /// is held back from now on (a slow disk), settable while the node runs.
+    pub fn sync_stall(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.stall)
+    }
+
     /// Open (creating) the log in `dir`, read it back, and start its writer
     /// thread (which ends once this store is dropped).
     pub fn open(dir: &Path) -> Result<LogStore, LogError> {
@@ -102,7 +111,8 @@ impl LogStore {
             committed: loaded.committed,
         };
         let (ops, rx) = channel();
-        let writer = Writer::new(files);
+        let stall = Arc::new(AtomicU64::new(0));
+        let writer = Writer::new(files, Arc::clone(&stall));
         let handle = std::thread::Builder::new()
             .name("beanpole-raft-log".into())
             .spawn(move || writer.run(rx))
@@ -119,6 +129,7 @@ impl LogStore {
             ops,
             writer: Some(handle),
             warnings: loaded.warnings,
+            stall,
         })
     }
 

@@ -12,7 +12,9 @@
 //! Imports the files layer and openraft's callback type; nothing of the engine.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
+use std::sync::Arc;
 
 use openraft::storage::LogFlushed;
 
@@ -64,6 +66,9 @@ impl std::fmt::Debug for Op {
 /// The thread's state.
 pub struct Writer {
     files: LogFiles,
+    /// Milliseconds each group commit's fsync is held back (fault injection:
+    /// a slow disk; 0 in use).
+    stall: Arc<AtomicU64>,
     /// Appends written and not yet covered by an fsync, with their callbacks.
     unsynced: Vec<LogFlushed<TypeConfig>>,
     /// The first failure; every later operation reports it.
@@ -81,9 +86,10 @@ impl std::fmt::Debug for Writer {
 }
 
 impl Writer {
-    pub fn new(files: LogFiles) -> Writer {
+    pub fn new(files: LogFiles, stall: Arc<AtomicU64>) -> Writer {
         Writer {
             files,
+            stall,
             unsynced: Vec::new(),
             failed: None,
         }
@@ -171,6 +177,10 @@ impl Writer {
     fn sync_appends(&mut self) {
         if self.unsynced.is_empty() {
             return;
+        }
+        let stall = self.stall.load(Ordering::Relaxed);
+        if stall > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(stall));
         }
         let result = self.checked(LogFiles::sync);
         for done in self.unsynced.drain(..) {

@@ -70,6 +70,8 @@ pub struct Node {
     pub peer: SocketAddr,
     pub server: Option<PeerServer>,
     pub dir: tempfile::TempDir,
+    /// Milliseconds this node's log fsyncs are held back (a slow disk).
+    pub stall: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Node {
@@ -82,6 +84,7 @@ impl Node {
         let dir = tempfile::tempdir()?;
         let identity = Arc::new(Identity::open(dir.path(), id)?);
         let (log, sm) = open_storage(dir.path())?;
+        let stall = log.sync_stall();
         let view = sm.view();
         let network = Network::new(Arc::clone(&identity), NetConfig::default());
         let raft = Raft::new(id, config, network, log, sm).await?;
@@ -100,6 +103,7 @@ impl Node {
             peer,
             server: Some(server),
             dir,
+            stall,
         })
     }
 
