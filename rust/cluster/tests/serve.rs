@@ -207,3 +207,79 @@ fn a_leader_cut_off_from_a_majority_acknowledges_nothing_once_its_lease_is_over(
     }
     Ok(())
 }
+
+#[test]
+fn snapshots_bound_the_log_in_memory_and_restarts_read_them() -> Result<(), Error> {
+    let file = cluster_file(3)?;
+    let dirs: Vec<tempfile::TempDir> = (0..3)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    let start_small = |id: u64| -> Result<Node, Error> {
+        let mut config = NodeConfig::new(file.clone(), id, dirs[id as usize - 1].path().into());
+        config.raft.heartbeat_interval = 50;
+        config.raft.election_timeout_min = 300;
+        config.raft.election_timeout_max = 600;
+        config.snapshot_bytes = 256 << 10;
+        Ok(Node::start(config)?)
+    };
+    let mut nodes: Vec<Option<Node>> = Vec::new();
+    for id in 1..=3u64 {
+        nodes.push(Some(start_small(id)?));
+    }
+    let first = serving(&nodes)?;
+    let mut client = Client::connect(nodes[first].as_ref().ok_or("leader")?.client_addr()?)?;
+    // 4 MB of bodies, computed per job, in pipelined batches of 50 puts.
+    let mut expected = 0;
+    for batch in 0..40u32 {
+        let mut bytes = Vec::new();
+        for i in 0..50u32 {
+            let body = format!("{batch}-{i}-").repeat(2000)[..2000].to_owned();
+            bytes.extend_from_slice(format!("put 0 0 60 {}\r\n{body}\r\n", body.len()).as_bytes());
+        }
+        client.writer.write_all(&bytes)?;
+        for _ in 0..50 {
+            let mut line = String::new();
+            client.reader.read_line(&mut line)?;
+            assert!(line.starts_with("INSERTED "), "{line}");
+            expected += 1;
+        }
+    }
+    // Each node's log in memory comes down under a megabyte (from over 4).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let sizes: Vec<u64> = nodes.iter().flatten().map(Node::log_bytes).collect();
+        if sizes.iter().all(|&b| b < 1 << 20) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "log sizes stay at {sizes:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(client);
+    // A follower restarts on its directory (snapshot plus the entries after it),
+    // then the leader stops: whoever leads has every job.
+    let follower = (first + 1) % 3;
+    if let Some(mut node) = nodes[follower].take() {
+        node.stop();
+    }
+    nodes[follower] = Some(start_small(follower as u64 + 1)?);
+    if let Some(mut node) = nodes[first].take() {
+        node.stop();
+    }
+    let second = serving(&nodes)?;
+    let mut client = Client::connect(nodes[second].as_ref().ok_or("new leader")?.client_addr()?)?;
+    let stats = client.call(b"stats\r\n")?;
+    let len: usize = stats
+        .trim_end()
+        .strip_prefix("OK ")
+        .ok_or("stats")?
+        .parse()?;
+    let yaml = String::from_utf8(client.body(len)?)?;
+    assert!(
+        yaml.contains(&format!("current-jobs-ready: {expected}\n")),
+        "{yaml}"
+    );
+    for node in nodes.iter_mut().flatten() {
+        node.stop();
+    }
+    Ok(())
+}

@@ -35,6 +35,8 @@ use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 #[derive(Debug, Default)]
 struct Cache {
     entries: BTreeMap<u64, Entry>,
+    /// The records' bytes of `entries` (what a snapshot and a purge give back).
+    bytes: u64,
     purged: Option<LogId>,
     vote: Option<Vote>,
     committed: Option<LogId>,
@@ -52,6 +54,34 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, Cache> {
         // A panic while holding it leaves plain data: go on with it.
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The records' bytes an entry holds in memory.
+fn entry_bytes(entry: &Entry) -> u64 {
+    match &entry.payload {
+        openraft::EntryPayload::Normal(batch) => batch.records.len() as u64,
+        _ => 0,
+    }
+}
+
+impl Cache {
+    /// Drop the entries from `index` on; returns them.
+    fn cut_from(&mut self, index: u64) -> BTreeMap<u64, Entry> {
+        let cut = self.entries.split_off(&index);
+        self.bytes -= cut.values().map(entry_bytes).sum::<u64>();
+        cut
+    }
+}
+
+/// How many bytes of records the log holds in memory, readable while openraft
+/// owns the store (the node snapshots when it grows too large).
+#[derive(Debug, Clone)]
+pub struct CacheSize(Arc<Shared>);
+
+impl CacheSize {
+    pub fn bytes(&self) -> u64 {
+        self.0.lock().bytes
     }
 }
 
@@ -90,6 +120,11 @@ pub struct LogStore {
 }
 
 impl LogStore {
+    /// A handle on the size of what the log holds in memory.
+    pub fn cache_size(&self) -> CacheSize {
+        CacheSize(Arc::clone(&self.reader.shared))
+    }
+
     /// Fault injection for tests: the milliseconds each group commit's fsync
     /// is held back from now on (a slow disk), settable while the node runs.
     pub fn sync_stall(&self) -> Arc<AtomicU64> {
@@ -100,12 +135,14 @@ impl LogStore {
     /// thread (which ends once this store is dropped).
     pub fn open(dir: &Path) -> Result<LogStore, LogError> {
         let (files, loaded) = LogFiles::open(dir)?;
+        let entries: BTreeMap<u64, Entry> = loaded
+            .entries
+            .into_iter()
+            .map(|e| (e.log_id.index, e))
+            .collect();
         let cache = Cache {
-            entries: loaded
-                .entries
-                .into_iter()
-                .map(|e| (e.log_id.index, e))
-                .collect(),
+            bytes: entries.values().map(entry_bytes).sum(),
+            entries,
             purged: loaded.purged,
             vote: loaded.vote,
             committed: loaded.committed,
@@ -243,7 +280,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 let mut bytes = Vec::new();
                 codec::put_entry(&mut bytes, &entry);
                 encoded.push((entry.log_id.index, bytes));
-                cache.entries.insert(entry.log_id.index, entry);
+                cache.bytes += entry_bytes(&entry);
+                if let Some(old) = cache.entries.insert(entry.log_id.index, entry) {
+                    cache.bytes -= entry_bytes(&old);
+                }
             }
         }
         let op = Op::Append {
@@ -257,7 +297,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        drop(self.reader.shared.lock().entries.split_off(&log_id.index));
+        drop(self.reader.shared.lock().cut_from(log_id.index));
         let index = log_id.index;
         self.ask(
             |done| Op::Truncate { index, done },
@@ -271,6 +311,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             let mut cache = self.reader.shared.lock();
             let keep = cache.entries.split_off(&(log_id.index + 1));
             cache.entries = keep;
+            cache.bytes = cache.entries.values().map(entry_bytes).sum();
             cache.purged = Some(log_id);
         }
         let mut id_bytes = Vec::new();

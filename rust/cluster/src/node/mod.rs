@@ -11,6 +11,7 @@
 mod leader;
 mod propose;
 mod relay;
+mod snapshots;
 
 use std::net::TcpListener as StdListener;
 use std::os::fd::{BorrowedFd, RawFd};
@@ -58,6 +59,9 @@ pub struct NodeConfig {
     /// How long a client's reply waits for its commit (a majority's fsync);
     /// past it the client gets `INTERNAL_ERROR` and its connection closes.
     pub commit_timeout: Duration,
+    /// Snapshot when the log holds more than this many bytes of records in
+    /// memory (besides openraft's own policy, every 5,000 entries).
+    pub snapshot_bytes: u64,
 }
 
 impl NodeConfig {
@@ -75,6 +79,9 @@ impl NodeConfig {
                 heartbeat_interval: 100,
                 election_timeout_min: 400,
                 election_timeout_max: 800,
+                // Entries carry whole passes: keep few behind a snapshot (a
+                // follower further behind gets the snapshot).
+                max_in_snapshot_log_to_keep: 8,
                 ..openraft::Config::default()
             },
             net: NetConfig::default(),
@@ -82,6 +89,7 @@ impl NodeConfig {
             peer_fd: None,
             announce: true,
             commit_timeout: Duration::from_secs(5),
+            snapshot_bytes: 64 << 20,
         }
     }
 }
@@ -188,6 +196,8 @@ pub struct Node {
     client: Arc<StdListener>,
     /// Drain mode, shared with the leadership task (every term's server).
     draining: Arc<AtomicBool>,
+    /// The size of the log held in memory.
+    cache_size: crate::logstore::CacheSize,
     id: NodeId,
     _lock: DirLock,
 }
@@ -214,6 +224,7 @@ impl Node {
         let lock = DirLock::acquire(&config.dir).map_err(dir_err)?;
         let identity = Arc::new(Identity::open(&config.dir, config.id)?);
         let (log, sm) = open_storage(&config.dir)?;
+        let cache_size = log.cache_size();
         let view = sm.view();
         let bind = |addr: &str, fd: Option<RawFd>, what| {
             let bound = match fd {
@@ -276,6 +287,11 @@ impl Node {
                     .await
                     .map_err(|e| NodeError::Raft(e.to_string()))?;
             }
+            tokio::spawn(snapshots::run(
+                raft.clone(),
+                cache_size.clone(),
+                config.snapshot_bytes,
+            ));
             let leading = tokio::spawn(leader::run(leader::Leading {
                 id: config.id,
                 raft: raft.clone(),
@@ -301,6 +317,7 @@ impl Node {
             serving,
             client,
             draining,
+            cache_size,
             id: config.id,
             _lock: lock,
         })
@@ -352,6 +369,11 @@ impl Node {
                 .unwrap_or_default(),
             millis_since_quorum_ack: m.millis_since_quorum_ack,
         }
+    }
+
+    /// Bytes of records the Raft log holds in memory now.
+    pub fn log_bytes(&self) -> u64 {
+        self.cache_size.bytes()
     }
 
     /// Enter drain mode: while this node leads, puts are answered DRAINING.
