@@ -67,3 +67,12 @@ def test_bad_clusters_are_refused() -> None:
         assert cluster.leader() == 1
         with pytest.raises(beanpole.ClusterError, match="is running"):
             cluster.start_node(1)
+
+
+def test_a_cluster_without_fsync_serves_the_same() -> None:
+    with beanpole.Cluster(nodes=3, fsync=False) as cluster:
+        follower = cluster.followers()[0]
+        client = greenstalk.Client(cluster.address(follower))
+        job_id = client.put(b"not synced")
+        assert client.peek(job_id).body == "not synced"
+        client.close()

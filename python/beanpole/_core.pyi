@@ -53,6 +53,7 @@ class ClusterNode:
         announce: bool = True,
         commit_timeout_ms: int = 5000,
         admin_token: str | None = None,
+        fsync: bool = True,
     ) -> ClusterNode: ...
     @property
     def node(self) -> int: ...

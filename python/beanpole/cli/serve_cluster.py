@@ -5,7 +5,9 @@ The node's client and peer addresses come from the cluster file; it serves clien
 while it leads, and relays them to the leader while it does not (a client's connection
 ends when the leader it reaches goes; keeping it through a change of leader comes
 later). Settings a node does not take yet are refused with one line:
-its addresses are the file's, the Raft log is always synced before a reply, and the
+its addresses are the file's, the Raft log is synced before a reply (``-F``: never,
+a weaker setting: a majority's acknowledgement then means written to their operating
+systems, which a crash of those machines can lose), and the
 HTTP endpoint, TLS, hooks and switching user are for single servers for now. With
 ``--admin-token-file`` the node takes membership changes (``beanpole cluster add``,
 ``promote``, ``remove``) that carry that token.
@@ -34,8 +36,7 @@ _NOT_FOR_NODES: Final = {
     "listen": "a node listens on its client address in the cluster file",
     "port": "a node listens on its client address in the cluster file",
     "unix_mode": "a node listens on its client address in the cluster file",
-    "fsync_ms": "a node syncs its Raft log before every reply",
-    "no_fsync": "a node syncs its Raft log before every reply",
+    "fsync_ms": "a node syncs its Raft log before every reply (or never, with -F)",
     "segment_size": "a node's log is its Raft log",
     "skip_corrupt": "a node's log is its Raft log",
     "http": "not available on cluster nodes yet",
@@ -81,6 +82,7 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
             max_memory=config.max_memory,
             commit_timeout_ms=config.commit_timeout_ms,
             admin_token=token,
+            fsync=not config.no_fsync,
         )
     except (OSError, ValueError) as err:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
@@ -89,11 +91,12 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
     host, port = node.address
     shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     _LOG.info(
-        "beanpole node %d of cluster %s: clients on %s; data in %s",
+        "beanpole node %d of cluster %s: clients on %s; data in %s, %s",
         config.node,
         config.cluster,
         shown,
         config.binlog_dir,
+        "never synced (-F)" if config.no_fsync else "synced before every reply",
         extra={"bare": True},
     )
     notifier.ready(f"cluster node {config.node}, clients on {shown}")

@@ -50,7 +50,8 @@ class Cluster:
     production node's by default (``heartbeat_ms`` 50, an election after 300-600 ms
     of silence), so that tests fail over fast. A reply waits at most
     ``commit_timeout_ms`` for its commit (then INTERNAL_ERROR, and the connection
-    closes)."""
+    closes). ``fsync=False`` (``-F``) skips the Raft log's fsyncs: faster, and a
+    crash of a majority's machines can lose what they acknowledged."""
 
     def __init__(
         self,
@@ -62,6 +63,7 @@ class Cluster:
         heartbeat_ms: int = 50,
         election_timeout_ms: tuple[int, int] = (300, 600),
         commit_timeout_ms: int = 5000,
+        fsync: bool = True,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"a cluster needs at least one node, got {nodes}")
@@ -74,6 +76,7 @@ class Cluster:
             "heartbeat_ms": heartbeat_ms,
             "election_timeout_ms": election_timeout_ms,
             "commit_timeout_ms": commit_timeout_ms,
+            "fsync": fsync,
         }
         self._nodes: dict[int, _core.ClusterNode | None] = {}
         self._clients: dict[int, tuple[str, int]] = {}

@@ -52,7 +52,13 @@ pub enum OpenError {
 /// Open a node's storage in `dir`: the Raft log in `dir/raft`, the state
 /// machine's snapshot in `dir/sm`.
 pub fn open_storage(dir: &Path) -> Result<(LogStore, StateMachine), OpenError> {
-    let log = LogStore::open(&dir.join("raft"))?;
+    open_storage_with(dir, true)
+}
+
+/// [`open_storage`]; with `fsync` false the log's appends are not synced
+/// (`LogStore::open_with`).
+pub fn open_storage_with(dir: &Path, fsync: bool) -> Result<(LogStore, StateMachine), OpenError> {
+    let log = LogStore::open_with(&dir.join("raft"), fsync)?;
     let sm = StateMachine::open(&dir.join("sm"))?;
     Ok((log, sm))
 }

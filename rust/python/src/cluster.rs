@@ -67,12 +67,13 @@ impl PyClusterNode {
     /// serve instead of binding them (each is duplicated; the caller closes its
     /// own). `announce`: say on stderr when the node starts and stops leading.
     /// `admin_token`: membership changes carrying it are taken (none without).
+    /// `fsync` false: the Raft log is not synced (`-F`).
     #[staticmethod]
     #[pyo3(signature = (
         cluster_file, node, data_dir, max_job_size = 65535, verbose = 0, threads = 0,
         max_connections = 0, max_memory = 0, heartbeat_ms = 100,
         election_timeout_ms = (400, 800), client_fd = None, peer_fd = None, announce = true,
-        commit_timeout_ms = 5000, admin_token = None,
+        commit_timeout_ms = 5000, admin_token = None, fsync = true,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn start(
@@ -92,6 +93,7 @@ impl PyClusterNode {
         announce: bool,
         commit_timeout_ms: i64,
         admin_token: Option<String>,
+        fsync: bool,
     ) -> PyResult<PyClusterNode> {
         let id = positive("node id", node)?;
         let file = ClusterFile::load(&cluster_file).map_err(|e| node_err(e.into()))?;
@@ -110,6 +112,7 @@ impl PyClusterNode {
         config.peer_fd = peer_fd;
         config.announce = announce;
         config.net.admin_token = admin_token;
+        config.fsync = fsync;
         config.commit_timeout =
             Duration::from_millis(positive("commit timeout", commit_timeout_ms)?);
         let started = py.detach(move || Node::start(config)).map_err(node_err)?;

@@ -134,6 +134,13 @@ impl LogStore {
     /// Open (creating) the log in `dir`, read it back, and start its writer
     /// thread (which ends once this store is dropped).
     pub fn open(dir: &Path) -> Result<LogStore, LogError> {
+        LogStore::open_with(dir, true)
+    }
+
+    /// [`LogStore::open`]; with `fsync` false appends are reported durable once
+    /// written to the operating system, not synced (a machine's crash can then
+    /// lose what a majority acknowledged; votes are still synced).
+    pub fn open_with(dir: &Path, fsync: bool) -> Result<LogStore, LogError> {
         let (files, loaded) = LogFiles::open(dir)?;
         let entries: BTreeMap<u64, Entry> = loaded
             .entries
@@ -149,7 +156,7 @@ impl LogStore {
         };
         let (ops, rx) = channel();
         let stall = Arc::new(AtomicU64::new(0));
-        let writer = Writer::new(files, Arc::clone(&stall));
+        let writer = Writer::new(files, Arc::clone(&stall), fsync);
         let handle = std::thread::Builder::new()
             .name("beanpole-raft-log".into())
             .spawn(move || writer.run(rx))

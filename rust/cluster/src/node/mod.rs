@@ -32,7 +32,7 @@ use crate::file::{ClusterFile, FileError};
 use crate::identity::{Identity, IdentityError};
 use crate::net::{NetConfig, Network, PeerServer};
 use crate::types::{NodeId, Raft};
-use crate::{open_storage, OpenError};
+use crate::{open_storage_with, OpenError};
 
 pub use self::propose::wall_now;
 
@@ -62,6 +62,10 @@ pub struct NodeConfig {
     /// Snapshot when the log holds more than this many bytes of records in
     /// memory (besides openraft's own policy, every 5,000 entries).
     pub snapshot_bytes: u64,
+    /// Whether the Raft log's appends are fsynced before they count (true);
+    /// false (`-F`): a majority's acknowledgement means written to their
+    /// operating systems, which a machine's crash can lose.
+    pub fsync: bool,
 }
 
 impl NodeConfig {
@@ -90,6 +94,7 @@ impl NodeConfig {
             announce: true,
             commit_timeout: Duration::from_secs(5),
             snapshot_bytes: 64 << 20,
+            fsync: true,
         }
     }
 }
@@ -223,7 +228,7 @@ impl Node {
         std::fs::create_dir_all(&config.dir).map_err(dir_err)?;
         let lock = DirLock::acquire(&config.dir).map_err(dir_err)?;
         let identity = Arc::new(Identity::open(&config.dir, config.id)?);
-        let (log, sm) = open_storage(&config.dir)?;
+        let (log, sm) = open_storage_with(&config.dir, config.fsync)?;
         let cache_size = log.cache_size();
         let view = sm.view();
         let bind = |addr: &str, fd: Option<RawFd>, what| {
