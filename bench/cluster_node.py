@@ -53,18 +53,21 @@ def main() -> None:
     ap.add_argument("cluster")
     ap.add_argument("node", type=int)
     ap.add_argument("data")
-    ap.add_argument("--heartbeat-ms", type=int, default=100)
-    ap.add_argument("--election-ms", default="400,800", help="LO,HI")
+    ap.add_argument("--heartbeat-ms", type=int, help="[the node's default]")
+    ap.add_argument("--election-ms", help="LO,HI [the node's default]")
     ap.add_argument("--poll-ms", type=float, default=2.0)
     a = ap.parse_args()
-    lo, hi = (int(x) for x in a.election_ms.split(","))
+    timing: dict[str, Any] = {}
+    if a.heartbeat_ms is not None:
+        timing["heartbeat_ms"] = a.heartbeat_ms
+    if a.election_ms is not None:
+        lo, hi = (int(x) for x in a.election_ms.split(","))
+        timing["election_timeout_ms"] = (lo, hi)
     # As serve does: the stop signals are blocked before the node's threads start, so only
     # the wait below takes them.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP)
     try:
-        node = _core.ClusterNode.start(
-            a.cluster, a.node, a.data, heartbeat_ms=a.heartbeat_ms, election_timeout_ms=(lo, hi)
-        )
+        node = _core.ClusterNode.start(a.cluster, a.node, a.data, **timing)
     except (OSError, ValueError) as err:
         sys.exit(f"cluster_node: {err}")
     host, port = node.address

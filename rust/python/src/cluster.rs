@@ -58,8 +58,8 @@ impl PyClusterNode {
     #[staticmethod]
     #[pyo3(signature = (
         cluster_file, node, data_dir, max_job_size = 65535, verbose = 0, threads = 0,
-        max_connections = 0, max_memory = 0, heartbeat_ms = 100,
-        election_timeout_ms = (400, 800),
+        max_connections = 0, max_memory = 0, heartbeat_ms = 50,
+        election_timeout_ms = (250, 500),
     ))]
     #[allow(clippy::too_many_arguments)]
     fn start(
