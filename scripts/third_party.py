@@ -5,7 +5,8 @@ Walks ``cargo metadata`` from the ``beanpole-python`` crate (the one maturin bui
 along normal dependencies only (build scripts and dev-dependencies are not linked),
 for the Linux targets the wheel is built for, and copies each crate's licence files
 (LICENSE*, LICENCE*, COPYING*, NOTICE*, as unpacked in cargo's registry) into one
-notice, each distinct text once.
+notice, each distinct text once. A crate whose package ships none (openraft) has
+the texts of its repository kept in scripts/licences.
 
     python3 scripts/third_party.py                  # writes python/beanpole/THIRD_PARTY_NOTICES
     python3 scripts/third_party.py --check          # exit 1 if that file is out of date
@@ -29,6 +30,10 @@ OUT = ROOT / "python/beanpole/THIRD_PARTY_NOTICES"
 ROOT_CRATE = "beanpole-python"
 TARGETS = ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu")
 LICENCE_PREFIXES = ("license", "licence", "copying", "notice", "unlicense")
+#: Crates whose packages ship no licence file: the texts from their repositories,
+#: kept in scripts/licences/<directory>.
+LICENCES_KEPT_HERE = {"openraft": "openraft", "openraft-macros": "openraft"}
+KEPT = ROOT / "scripts/licences"
 
 
 class NoticeError(Exception):
@@ -103,6 +108,8 @@ def render() -> str:
     for key in sorted(packages, key=str.lower):
         p = packages[key]
         files = licence_files(Path(p["manifest_path"]))
+        if not files and p["name"] in LICENCES_KEPT_HERE:
+            files = sorted((KEPT / LICENCES_KEPT_HERE[p["name"]]).iterdir())
         if not files:
             raise NoticeError(f"{key}: no licence file beside {p['manifest_path']}")
         for f in files:

@@ -46,7 +46,7 @@ class ClusterNode:
         threads: int = 0,
         max_connections: int = 0,
         max_memory: int = 0,
-        heartbeat_ms: int = 100,
+        heartbeat_ms: int = 50,
         election_timeout_ms: tuple[int, int] = ...,
         client_fd: int | None = None,
         peer_fd: int | None = None,

@@ -130,6 +130,43 @@ fn the_log_comes_back_as_it_was_left() -> Result<(), Box<dyn std::error::Error>>
 }
 
 #[test]
+fn the_committed_id_is_overwritten_in_place_and_a_damaged_one_is_taken_as_absent(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let rt = runtime();
+    let save = |committed: Option<LogId>| {
+        rt.block_on(async {
+            let mut log = LogStore::open(dir.path())?;
+            log.save_committed(committed).await?;
+            Ok::<_, Box<dyn std::error::Error>>(())
+        })
+    };
+    let read = || {
+        rt.block_on(async {
+            let mut log = LogStore::open(dir.path())?;
+            let committed = log.read_committed().await?;
+            Ok::<_, Box<dyn std::error::Error>>((committed, std::mem::take(&mut log.warnings)))
+        })
+    };
+    save(Some(log_id(3, 700)))?;
+    assert_eq!(read()?, (Some(log_id(3, 700)), vec![]));
+    // A shorter value over a longer one leaves nothing of the longer behind.
+    save(None)?;
+    assert_eq!(read()?, (None, vec![]));
+    save(Some(log_id(4, 9)))?;
+    let path = dir.path().join("committed");
+    let mut bytes = std::fs::read(&path)?;
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&path, &bytes)?;
+    let (committed, warnings) = read()?;
+    assert_eq!(committed, None);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("taken as absent"), "{warnings:?}");
+    Ok(())
+}
+
+#[test]
 fn the_state_machine_applies_journal_records_and_restarts_from_its_snapshot(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;

@@ -71,8 +71,8 @@ impl PyClusterNode {
     #[staticmethod]
     #[pyo3(signature = (
         cluster_file, node, data_dir, max_job_size = 65535, verbose = 0, threads = 0,
-        max_connections = 0, max_memory = 0, heartbeat_ms = 100,
-        election_timeout_ms = (400, 800), client_fd = None, peer_fd = None, announce = true,
+        max_connections = 0, max_memory = 0, heartbeat_ms = 50,
+        election_timeout_ms = (250, 500), client_fd = None, peer_fd = None, announce = true,
         commit_timeout_ms = 5000, admin_token = None, fsync = true,
     ))]
     #[allow(clippy::too_many_arguments)]

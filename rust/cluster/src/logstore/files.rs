@@ -6,9 +6,16 @@
 //! raft/NNNNNNNNNNNNNNNNNNNN.rlog   a segment: header, then frames back to back
 //!   header  magic "BPRAFTLG", version u32, header_len u32 (16)
 //!   frame   len u32, crc u32 (CRC32C of the len field and the payload), payload (codec.rs entry)
-//! raft/vote, raft/committed, raft/purged   len u32, crc u32, payload; replaced whole
-//!                                         (written aside, renamed over)
+//! raft/vote, raft/purged   len u32, crc u32, payload; replaced whole (written
+//!                          aside, synced, renamed over)
+//! raft/committed           the same frame, overwritten in place, not synced
 //! ```
+//!
+//! `committed` changes with every commit, on every node: replacing it whole
+//! each time (a new inode, a rename, the old inode freed) cost the followers
+//! about half their CPU under load, so it is overwritten where it is. It is
+//! advice (a lost or damaged one only means less is re-applied at start), so
+//! one that does not read back is reported and taken as absent.
 //!
 //! A frame that does not read back at the end of the last segment is a torn
 //! write and is cut; anywhere else it is corruption and opening fails. Imports
@@ -119,10 +126,13 @@ impl LogFiles {
         seqs.sort_unstable();
         let mut loaded = Loaded {
             vote: read_meta(dir, "vote", codec::vote)?,
-            committed: read_meta(dir, "committed", codec::log_id)?.flatten(),
             purged: read_meta(dir, "purged", codec::log_id)?.flatten(),
             ..Loaded::default()
         };
+        match read_meta(dir, "committed", codec::log_id) {
+            Ok(committed) => loaded.committed = committed.flatten(),
+            Err(e) => loaded.warnings.push(format!("{e}; taken as absent")),
+        }
         let mut segments = Vec::new();
         let mut all = Vec::new();
         for (i, &seq) in seqs.iter().enumerate() {
@@ -255,24 +265,29 @@ impl LogFiles {
     }
 
     /// Replace the small file `name` with `payload`; with `durable`, it is on
-    /// disk when this returns.
+    /// disk when this returns (written aside, synced, renamed over), without
+    /// it is overwritten in place.
     pub fn save_meta(&self, name: &str, payload: &[u8], durable: bool) -> io::Result<()> {
         let mut bytes = Vec::with_capacity(FRAME_LEN + payload.len());
         bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..4]), payload);
         bytes.extend_from_slice(&crc.to_le_bytes());
         bytes.extend_from_slice(payload);
+        if !durable {
+            let file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(self.dir.join(name))?;
+            file.write_all_at(&bytes, 0)?;
+            return file.set_len(bytes.len() as u64);
+        }
         let aside = self.dir.join(format!("{name}.new"));
         let file = File::create(&aside)?;
         file.write_all_at(&bytes, 0)?;
-        if durable {
-            file.sync_all()?;
-        }
+        file.sync_all()?;
         std::fs::rename(&aside, self.dir.join(name))?;
-        if durable {
-            sync_dir(&self.dir)?;
-        }
-        Ok(())
+        sync_dir(&self.dir)
     }
 }
 

@@ -69,9 +69,18 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
-    /// A node with the default Raft timing: heartbeats every 100 ms, an
-    /// election after 400-800 ms without one (a failover within about a
-    /// second).
+    /// A node with the default Raft timing: heartbeats every 50 ms, election
+    /// timeouts of 250-500 ms.
+    ///
+    /// In openraft 0.9 a follower campaigns once it has heard nothing for the
+    /// leader lease (`election_timeout_max`) plus its own election timeout
+    /// (drawn once per process from `min..max`), checked on ticks every 1.5
+    /// heartbeats; and a follower refuses votes for the lease after its last
+    /// heartbeat. So a dead leader is replaced after 750-1,000 ms plus up to
+    /// a tick (`bench/cluster_bench.py`: 0.9 s p50; 100/400-800 gave 1.5 s),
+    /// and a leader whose Raft core stalls for less than 750 ms (it waits for
+    /// each append's fsync) causes no election. 200-400 ms replaced a leader
+    /// in 0.77 s but held elections under disk pressure from another process.
     pub fn new(file: ClusterFile, id: NodeId, dir: PathBuf) -> NodeConfig {
         NodeConfig {
             file,
@@ -80,9 +89,9 @@ impl NodeConfig {
             server: ServerConfig::default(),
             raft: openraft::Config {
                 cluster_name: "beanpole".into(),
-                heartbeat_interval: 100,
-                election_timeout_min: 400,
-                election_timeout_max: 800,
+                heartbeat_interval: 50,
+                election_timeout_min: 250,
+                election_timeout_max: 500,
                 // Entries carry whole passes: keep few behind a snapshot (a
                 // follower further behind gets the snapshot).
                 max_in_snapshot_log_to_keep: 8,

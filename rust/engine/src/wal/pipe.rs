@@ -26,7 +26,6 @@ use super::buffers::BufferPool;
 use super::format::Header;
 use super::fs::SegmentFile;
 use super::fsync::FsyncPolicy;
-use super::replicate::Replicate;
 use crate::events::{level, EventHub, EventKind};
 
 /// Work for the log, in order.
@@ -74,6 +73,30 @@ impl Core {
             .filter_map(|s| self.files.get(s).cloned())
             .collect();
         (self.written, chunks, files)
+    }
+}
+
+/// Where a replicated store's records go (`replicate.rs`: a cluster leader's
+/// store).
+pub trait Replicate: Send + Sync {
+    /// The records one pass of the store made, back to back as a log segment
+    /// holds them, ending at log position `end`. Called in log order with the
+    /// store locked: it must hand the bytes on without blocking.
+    fn propose(&self, records: Vec<u8>, end: u64);
+
+    /// Whether no other leader can have been elected since this one last had a
+    /// majority's acknowledgement (its lease). While it holds, a read needs no
+    /// round of its own; once it has run out, a read-only pass journals a no-op
+    /// record and replies after its commit (a read barrier).
+    fn lease_valid(&self) -> bool {
+        true
+    }
+
+    /// How long a reply may wait for its commit. Past it (no majority, or a
+    /// stalled one) the connection is answered `INTERNAL_ERROR` in place of the
+    /// pass's replies and closed: the outcome of its changes is unknown to it.
+    fn commit_timeout(&self) -> Option<std::time::Duration> {
+        None
     }
 }
 

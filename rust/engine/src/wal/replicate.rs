@@ -16,31 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::pipe::LogPipe;
+pub use super::pipe::Replicate;
 use super::recover::Recovered;
 use super::OpenedLog;
-
-/// Where a replicated store's records go.
-pub trait Replicate: Send + Sync {
-    /// The records one pass of the store made, back to back as a log segment
-    /// holds them, ending at log position `end`. Called in log order with the
-    /// store locked: it must hand the bytes on without blocking.
-    fn propose(&self, records: Vec<u8>, end: u64);
-
-    /// Whether no other leader can have been elected since this one last had a
-    /// majority's acknowledgement (its lease). While it holds, a read needs no
-    /// round of its own; once it has run out, a read-only pass journals a no-op
-    /// record and replies after its commit (a read barrier).
-    fn lease_valid(&self) -> bool {
-        true
-    }
-
-    /// How long a reply may wait for its commit. Past it (no majority, or a
-    /// stalled one) the connection is answered `INTERNAL_ERROR` in place of the
-    /// pass's replies and closed: the outcome of its changes is unknown to it.
-    fn commit_timeout(&self) -> Option<std::time::Duration> {
-        None
-    }
-}
 
 /// The segment a replicated store's jobs are "in": stats-job's `file` is 0, as
 /// on a server without a log (the Raft log is no beanstalkd binlog).

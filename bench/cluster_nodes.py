@@ -1,0 +1,278 @@
+"""A three-node beanpole cluster on loopback for the cluster bench: the cluster file, node
+processes (``python -m beanpole serve --cluster FILE --node N -b DIR``, or the bench's own
+launcher ``cluster_node.py`` when Raft timing or phase events are wanted), finding the
+leader with raw-socket puts, and telling when a restarted node has caught up.
+
+Every node answers clients (a follower relays them to the leader), so "who leads" is
+asked of the nodes themselves (``beanpole._core.cluster_status``, what ``beanpole cluster
+status`` shows), and the leader must then take a put on its own client address.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+START_TIMEOUT = 30.0  # seconds for a node to say both its addresses listen
+LEAD_TIMEOUT = 30.0  # seconds for a cluster to take a put
+CATCH_UP_TIMEOUT = 30.0  # seconds for a restarted node to hold the latest entry
+STARTED = re.compile(r"^beanpole node (\d+) of cluster .*: clients on ")
+# Ports for the nodes come from below the ephemeral range, so that a port freed by a
+# killed node is not handed to some client connection before the node comes back on it.
+PORT_LOW, PORT_HIGH = 20000, 32000
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports below the ephemeral range, free now."""
+    out: list[int] = []
+    rng = random.Random()
+    while len(out) < n:
+        port = rng.randrange(PORT_LOW, PORT_HIGH)
+        if port in out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        out.append(port)
+    return out
+
+
+def write_cluster_file(path: Path, n: int) -> dict[int, int]:
+    """Write a cluster file of ``n`` loopback nodes; their client ports by id."""
+    ports = free_ports(2 * n)
+    clients = {i + 1: ports[2 * i] for i in range(n)}
+    text = "".join(
+        f'[[node]]\nid = {i}\nclient = "127.0.0.1:{clients[i]}"\n'
+        f'peer = "127.0.0.1:{ports[2 * i - 1]}"\n'
+        for i in clients
+    )
+    path.write_text(text, encoding="utf-8")
+    return clients
+
+
+@dataclass
+class Timing:
+    """Raft timing for the launcher (``None``: the node's defaults)."""
+
+    heartbeat_ms: int | None = None
+    election_ms: tuple[int, int] | None = None
+
+
+@dataclass
+class NodeProc:
+    """One node process, its stderr kept (last lines) and, with the launcher, its role
+    changes as (monotonic time, status) pairs."""
+
+    id: int
+    port: int
+    proc: subprocess.Popen[str]
+    log: deque[str] = field(default_factory=lambda: deque(maxlen=50))
+    events: list[tuple[float, dict[str, object]]] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the process so far (0 once it is gone)."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Cluster:
+    """``n`` nodes sharing a cluster file under ``root``; node ``i`` keeps ``root/nodeI``."""
+
+    def __init__(self, root: Path, n: int = 3, timing: Timing | None = None) -> None:
+        self.root = root
+        self.file = root / "cluster.toml"
+        self.clients = write_cluster_file(self.file, n)
+        self.timing = timing
+        self.nodes: dict[int, NodeProc] = {}
+        self.marks = 0
+
+    def command(self, node: int) -> list[str]:
+        data = str(self.root / f"node{node}")
+        if self.timing is None:
+            return [
+                sys.executable,
+                "-m",
+                "beanpole",
+                "serve",
+                "--cluster",
+                str(self.file),
+                "--node",
+                str(node),
+                "-b",
+                data,
+            ]
+        cmd = [sys.executable, str(BENCH / "cluster_node.py"), str(self.file), str(node), data]
+        if self.timing.heartbeat_ms is not None:
+            cmd += ["--heartbeat-ms", str(self.timing.heartbeat_ms)]
+        if self.timing.election_ms is not None:
+            cmd += ["--election-ms", f"{self.timing.election_ms[0]},{self.timing.election_ms[1]}"]
+        return cmd
+
+    def start(self, node: int) -> NodeProc:
+        """Start node ``node`` and wait for its line saying both addresses listen."""
+        proc = subprocess.Popen(
+            self.command(node),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if self.timing is not None else subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        np = NodeProc(node, self.clients[node], proc)
+        lines: queue.Queue[str | None] = queue.Queue()
+        # Read stderr (and the launcher's events on stdout) on threads for the process's
+        # life, so it never blocks on a full pipe.
+        threading.Thread(target=_drain, args=(proc.stderr, lines, np.log), daemon=True).start()
+        if self.timing is not None:
+            threading.Thread(target=_events, args=(proc.stdout, np.events), daemon=True).start()
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                line = lines.get(timeout=max(deadline - time.monotonic(), 0.001))
+            except queue.Empty:
+                line = None
+            if line is None:
+                proc.kill()
+                proc.wait()
+                raise RuntimeError(f"node {node} did not start: " + " | ".join(np.log))
+            if STARTED.search(line):
+                break
+        self.nodes[node] = np
+        return np
+
+    def start_all(self) -> None:
+        for node in self.clients:
+            self.start(node)
+
+    def signal(self, node: int, sig: int) -> float:
+        """Send ``sig`` to a node; the monotonic time just before it was sent."""
+        t0 = time.monotonic()
+        os.kill(self.nodes[node].pid, sig)
+        return t0
+
+    def wait_exit(self, node: int, timeout: float = 20.0) -> int:
+        proc = self.nodes[node].proc
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"node {node} did not exit within {timeout} s") from None
+
+    def stop_all(self) -> None:
+        for np in self.nodes.values():
+            if np.alive():
+                np.proc.send_signal(signal.SIGTERM)
+        for np in self.nodes.values():
+            try:
+                np.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                np.proc.kill()
+                np.proc.wait()
+
+    def leader(self, among: Sequence[int] | None = None, timeout: float = LEAD_TIMEOUT) -> int:
+        """The node of ``among`` (default: every live node) that says it leads, in the
+        highest term, once it takes a put itself."""
+        from beanpole import _core
+
+        ids = [i for i in (among or self.nodes) if self.nodes[i].alive()]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            rows = _core.cluster_status(self.file, 0.5)
+            leading = [r for r in rows if r["role"] == "leader" and r["id"] in ids]
+            if leading:
+                node = int(max(leading, key=lambda r: int(r["term"] or 0))["id"])
+                if try_put(self.clients[node], b"probe") is not None:
+                    return node
+            time.sleep(0.005)
+        raise RuntimeError(f"no node of {ids} led and took a put within {timeout} s")
+
+    def wait_caught_up(self, node: int, leader: int) -> None:
+        """Put a marker through ``leader`` and wait until ``node``'s Raft log holds it:
+        the node has every entry up to an acknowledged put made after it restarted."""
+        self.marks += 1
+        mark = f"catch-up-{node}-{self.marks}-{random.getrandbits(48):012x}".encode()
+        if try_put(self.clients[leader], mark, timeout=5.0) is None:
+            raise RuntimeError(f"leader {leader} did not take the catch-up marker")
+        raft = self.root / f"node{node}" / "raft"
+        deadline = time.monotonic() + CATCH_UP_TIMEOUT
+        while time.monotonic() < deadline:
+            if log_holds(raft, mark):
+                return
+            time.sleep(0.01)
+        raise RuntimeError(f"node {node} did not catch up within {CATCH_UP_TIMEOUT} s")
+
+
+def log_holds(raft_dir: Path, mark: bytes, tail: int = 1 << 20) -> bool:
+    """Whether the last ``tail`` bytes of the newest log segment hold ``mark`` (a put's
+    body is in its entry as sent)."""
+    segments = sorted(raft_dir.glob("*.rlog"))
+    if not segments:
+        return False
+    with segments[-1].open("rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(size - tail, 0))
+        return mark in f.read()
+
+
+def try_put(port: int, body: bytes, timeout: float = 1.0) -> int | None:
+    """One put on a new connection: the job id if the node answered INSERTED, None if it
+    closed the connection, refused it, or said nothing within ``timeout``."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.sendall(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+            reply = b""
+            while not reply.endswith(b"\r\n"):
+                chunk = s.recv(64)
+                if not chunk:
+                    return None
+                reply += chunk
+    except OSError:
+        return None
+    if not reply.startswith(b"INSERTED "):
+        raise RuntimeError(f"a put was answered {reply!r}")
+    return int(reply[9:-2])
+
+
+def _drain(stream: object, lines: queue.Queue[str | None], log: deque[str]) -> None:
+    for line in stream:  # type: ignore[attr-defined]
+        log.append(line.rstrip("\n"))
+        lines.put(line)
+    lines.put(None)
+
+
+def _events(stream: object, events: list[tuple[float, dict[str, object]]]) -> None:
+    for line in stream:  # type: ignore[attr-defined]
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        events.append((float(ev.pop("t")), ev))

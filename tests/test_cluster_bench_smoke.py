@@ -1,0 +1,79 @@
+"""``bench/cluster_bench.py --smoke`` end to end (about 15 seconds): three real node processes
+on loopback, two leader kills and one leader stop, each followed by a put on a survivor
+and the stopped node's restart, then one short round of durable puts against a single
+node and against the cluster's leader (``beanpole-bench``, debug build). Nothing here
+asserts a timing: only that every figure was taken and adds up."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bench() -> Path:
+    """The beanpole-bench binary, built (debug) with cargo."""
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        pytest.skip("cargo is not installed")
+    subprocess.run(
+        [cargo, "build", "-q", "-p", "beanpole-bench"], cwd=ROOT, check=True, timeout=900
+    )
+    meta = subprocess.run(
+        [cargo, "metadata", "--format-version", "1", "--no-deps"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    path = Path(json.loads(meta.stdout)["target_directory"]) / "debug" / "beanpole-bench"
+    assert path.exists(), path
+    return path
+
+
+def test_cluster_bench_smoke(bench: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cluster.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "cluster_bench.py"), "--smoke", "--bench",
+         str(bench), "--tmp", str(tmp_path), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "| leader SIGKILL | 2 |" in proc.stdout
+    assert "cluster / single:" in proc.stdout
+    data = json.loads(out.read_text())
+    runs, summary = data["runs"], data["summary"]
+    assert [r["sig"] for r in runs["kill"]] == ["SIGKILL", "SIGKILL"]
+    assert [r["sig"] for r in runs["stop"]] == ["SIGTERM"]
+    for r in runs["kill"] + runs["stop"]:
+        # A survivor took the put, some time after the signal.
+        assert r["winner"] != r["victim"]
+        assert r["seconds"] > 0
+    # The second kill stops whoever leads after the first one's node came back.
+    assert runs["kill"][1]["victim"] == runs["kill"][0]["winner"]
+    kill = summary["kill"]
+    assert kill["count"] == 2
+    assert kill["min"] <= kill["p50"] <= kill["p99"] <= kill["max"]
+    puts = summary["puts"]
+    assert puts["problems"] == []
+    for kind in ("single", "cluster"):
+        assert puts[kind]["ops_per_s"] > 0
+        assert puts[kind]["p50_us"] <= puts[kind]["p99_us"]
+    assert len(puts["ratios"]) == 1
+    assert puts["ratio"] == pytest.approx(
+        puts["cluster"]["ops_per_s"] / puts["single"]["ops_per_s"]
+    )
+    assert puts["nodes_cpu_us_per_op"] > 0
+    # Every node's data directory was removed with its run.
+    assert [p.name for p in tmp_path.iterdir()] == ["cluster.json"]
