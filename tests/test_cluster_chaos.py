@@ -1,7 +1,8 @@
-"""A short seeded run of ``bench/cluster_chaos.py`` against one node (the long runs are
-in bench/README.md): every fault kind, 0 violations; the same load on a node without
-a log, killed, loses acknowledged jobs and the checker says so; and the proxy's
-faults do what the harness relies on."""
+"""Short seeded runs of ``bench/cluster_chaos.py`` (the long runs are in
+bench/README.md): against one node and against a three-node cluster, every fault
+kind, 0 violations; the same load on a node without a log, killed, loses acknowledged
+jobs and the checker says so; the proxy's faults do what the harness relies on; and
+a cluster's peer traffic goes through the proxy of each directed link."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import cluster_chaos
-from cluster_chaos_check import report
+from cluster_chaos_check import load, report
+from cluster_chaos_load import Recorder
+from cluster_chaos_nodes import ClusterNode, Monitor, Net, namespaces_work
 from cluster_chaos_proxy import Proxy
 
 pytestmark = pytest.mark.skipif(
@@ -34,6 +37,59 @@ def test_a_seeded_run_with_every_fault_has_no_violation(tmp_path: Path) -> None:
     assert v.ok, f"{line}\n{report(v)}"
     assert v.acknowledged > 100, f"too little load to mean much: {line}"
     assert "faults: none" not in line
+
+
+needs_namespaces = pytest.mark.skipif(
+    namespaces_work() is not None, reason=f"cluster nodes need root: {namespaces_work()}"
+)
+
+
+@needs_namespaces
+def test_a_seeded_run_on_three_nodes_with_every_fault_has_no_violation(tmp_path: Path) -> None:
+    args = cluster_chaos.parse_args(["--nodes", "3", "--seconds", "25", "--workers", "4"])
+    v, line = cluster_chaos.run_once(args, SEED, tmp_path)
+    assert v.ok, f"{line}\n{report(v)}"
+    assert v.acknowledged > 100, f"too little load to mean much: {line}"
+    assert "faults: none" not in line
+    h = load(tmp_path / "history.jsonl")
+    assert sum(1 for f in h.faults if f.kind == "leader") >= 2, f"no change of leader: {line}"
+
+
+@needs_namespaces
+def test_a_nodes_peer_traffic_goes_through_the_proxies_of_its_links(tmp_path: Path) -> None:
+    """Cutting only the links into the leader changes nothing (its requests and their
+    replies go on its own links out); cutting its links out, another node leads."""
+    rec = Recorder(tmp_path / "history.jsonl")
+    net = Net(3, tmp_path)
+    monitor = Monitor(net, rec).start()
+    nodes = [ClusterNode(i, net, tmp_path) for i in net.ids]
+    try:
+        for n in nodes:
+            n.start()
+        first = monitor.wait_leader(30)
+        assert first is not None
+        others = [i for i in net.ids if i != first]
+        for proxy in net.of(first, others, "in"):
+            proxy.cut()
+        # The followers keep hearing from the leader: writes still commit there.
+        with socket.create_connection(("127.0.0.1", net.client[first]), timeout=WAIT) as s:
+            for i in range(20):
+                s.sendall(b"put 0 0 5 1\r\nx\r\n")
+                assert s.recv(100).startswith(b"INSERTED"), i
+        assert monitor.leader() == first
+        net.heal()
+        for proxy in net.of(first, others, "out"):
+            proxy.cut()
+        deadline = time.monotonic() + 30
+        while monitor.leader() in (first, None) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert monitor.leader() in others
+    finally:
+        monitor.close()
+        for n in nodes:
+            n.close()
+        net.close()
+        rec.close()
 
 
 def test_a_node_without_a_log_loses_jobs_when_killed_and_the_check_sees_it(
