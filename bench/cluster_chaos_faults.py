@@ -10,9 +10,11 @@ In a cluster (``ClusterFaults``, bench/cluster_chaos_nodes.py): ``kill-leader``,
 (SIGTERM of a node, the leader half the time, restart), ``stop-leader``
 (SIGSTOP/SIGCONT), ``wipe`` (SIGKILL of a node, its data directory removed, restart:
 it rejoins as a new follower and is sent a snapshot; never node 1, which would
-initialize a new cluster from an empty directory), and on the proxies of the links
-between nodes, for a node (the leader half the time) and all its peers or one of
-them: ``cut`` (both ways: connections closed, new ones refused), ``oneway`` (only
+initialize a new cluster from an empty directory), ``isolate-leader`` (every link of
+the leader cut both ways for 1.5-4 s: another node is elected while the old leader's
+clients are still connected to it), and on the proxies of the links between nodes,
+for a node (the leader half the time) and all its peers or one of them: ``cut``
+(both ways: connections closed, new ones refused), ``oneway`` (only
 its links out, or only its links in, cut), ``stall`` (both ways, bytes held) and
 ``latency`` (20-300 ms per chunk, both ways). The history names node faults by what
 was done (``kill``, ``term``, ``stop``/``cont``, ``wipe``, ``restart``) and link
@@ -36,7 +38,8 @@ from cluster_chaos_proxy import Proxy
 
 NODE_FAULTS = ("kill", "term", "stop", "cut", "oneway", "stall", "latency")
 CLUSTER_FAULTS = ("kill-leader", "kill-follower", "kill-all", "term", "stop-leader", "wipe",
-                  "cut", "oneway", "stall", "latency")  # fmt: skip
+                  "isolate-leader", "cut", "oneway", "stall", "latency")  # fmt: skip
+ISOLATE_HOLD = (1.5, 4.0)  # seconds the leader is cut off: long enough for a new one
 FAULT_GAP = (0.3, 2.0)  # seconds between faults
 FAULT_HOLD = (0.1, 2.0)  # seconds a fault lasts
 LEADER_WAIT = 10.0  # seconds a leader fault waits for a leader to hit
@@ -183,9 +186,14 @@ class ClusterFaults(Faults):
             self.links(kind, hold)
 
     def links(self, kind: str, hold: float) -> None:
-        node = self.either()
-        others = [i for i in self.nodes if i != node.id]
-        peers = others if self.rng.random() < 0.5 else [self.rng.choice(others)]
+        if kind == "isolate-leader":
+            node = self.leader()
+            kind, hold = "cut", self.rng.uniform(*ISOLATE_HOLD)
+            peers = [i for i in self.nodes if i != node.id]
+        else:
+            node = self.either()
+            others = [i for i in self.nodes if i != node.id]
+            peers = others if self.rng.random() < 0.5 else [self.rng.choice(others)]
         way = self.rng.choice(("out", "in")) if kind == "oneway" else "both"
         proxies = self.net.of(node.id, peers, way)
         seconds = round(self.rng.uniform(0.02, 0.3), 3) if kind == "latency" else None
