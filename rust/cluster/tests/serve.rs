@@ -187,13 +187,21 @@ fn a_follower_whose_directory_was_wiped_rejoins_from_a_snapshot() -> Result<(), 
     };
     let mut nodes: Vec<Option<Node>> = Vec::new();
     for id in 1..=3u64 {
-        nodes.push(Some(start_with(&file, id, dirs[id as usize - 1].path(), often)?));
+        nodes.push(Some(start_with(
+            &file,
+            id,
+            dirs[id as usize - 1].path(),
+            often,
+        )?));
     }
     let first = serving(&nodes)?;
     let leader = nodes[first].as_ref().ok_or("leader")?;
     let mut client = Client::connect(leader.client_addr()?)?;
     for i in 1..=100u32 {
-        assert_eq!(client.call(b"put 0 0 60 1\r\nx\r\n")?, format!("INSERTED {i}\r\n"));
+        assert_eq!(
+            client.call(b"put 0 0 60 1\r\nx\r\n")?,
+            format!("INSERTED {i}\r\n")
+        );
     }
     // The leader's snapshot is written and its log purged behind it.
     let snapshot = dirs[first].path().join("sm").join("snapshot");
