@@ -52,7 +52,8 @@ What is checked, per job (``Verdict``, counts plus examples):
 
 Not checked: priority order and FIFO among ready jobs, which of several waiting
 reservers gets a job, DEADLINE_SOON timing, pauses, and the global effect of a bulk
-``kick`` (it may kick any buried or delayed job of its tube within its interval).
+``kick`` (it may kick any buried or delayed job of its tube within its interval, or
+after its invocation if no reply came).
 """
 
 from __future__ import annotations
@@ -355,9 +356,13 @@ def _could_take(g: Op, body: str, tube: str | None) -> bool:
 
 
 def _kicks(h: History) -> dict[str, list[Op]]:
+    """Per tube, the bulk kicks that may have kicked something: those that said so,
+    and those without a reply."""
     out: dict[str, list[Op]] = defaultdict(list)
     for o in h.ops:
-        if o.cmd == "kick" and o.reply == "KICKED" and (o.count or 0) > 0 and o.tube:
+        if o.cmd != "kick" or not o.tube:
+            continue
+        if o.reply is None or (o.reply == "KICKED" and (o.count or 0) > 0):
             out[o.tube].append(o)
     return out
 

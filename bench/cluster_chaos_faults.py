@@ -80,13 +80,19 @@ class Faults:
                     self.finished.set()
                     return
                 kind = self.rng.choice(self.kinds)
-                self.one(kind, self.rng.uniform(*FAULT_HOLD))
+                target = self.target()
+                self.one(kind, target, self.rng.uniform(*FAULT_HOLD))
                 self.done[kind] += 1
         except BaseException as e:  # reported by the run, which then stops
             self.error = e
             self.finished.set()
 
-    def one(self, kind: str, hold: float) -> None:
+    def target(self) -> int | None:
+        """The node a fault will hit, where it is drawn before the hold (on one node,
+        so that a seed gives the schedule it always gave); None: drawn by ``one``."""
+        return None
+
+    def one(self, kind: str, target: int | None, hold: float) -> None:
         raise NotImplementedError
 
 
@@ -97,8 +103,12 @@ class NodeFaults(Faults):
         super().__init__(*args)
         self.nodes = nodes
 
-    def one(self, kind: str, hold: float) -> None:
-        node = self.rng.choice(self.nodes)
+    def target(self) -> int | None:
+        return self.rng.randrange(len(self.nodes))
+
+    def one(self, kind: str, target: int | None, hold: float) -> None:
+        assert target is not None
+        node = self.nodes[target]
         proxy = node.proxy
         assert proxy is not None
         if kind in ("kill", "term"):
@@ -151,7 +161,7 @@ class ClusterFaults(Faults):
     def either(self) -> ClusterNode:
         return self.leader() if self.rng.random() < 0.5 else self.follower()
 
-    def one(self, kind: str, hold: float) -> None:
+    def one(self, kind: str, target: int | None, hold: float) -> None:
         if kind in ("kill-leader", "kill-follower", "term", "wipe"):
             if kind == "wipe":
                 node = self.rng.choice([n for i, n in self.nodes.items() if i != 1])

@@ -339,3 +339,14 @@ def test_a_leadership_change_bounds_the_end_of_connections_opened_by_when_it_was
     m.reserve(2, "j1", 52, 53).seen("depose", 1, 60, 70)
     m.reserve(3, "j1", 100, 101).on(3, "delete", "j1", 102, 103, "DELETED")
     assert counts(check(m.end(200))) == {"duplicates": 1, "linearizability": 1}
+
+
+def test_a_bulk_kick_without_reply_may_have_kicked_a_buried_job() -> None:
+    # Found on one node (seed 13 of ``--seconds 30``): a kick whose reply a one-way
+    # cut dropped had kicked the buried job another worker then reserved.
+    m = Made().put(1, "j1", 0, 1).reserve(1, "j1", 2, 3).on(1, "bury", "j1", 4, 5, "BURIED")
+    m.op(2, "kick", 10, None, None, tube="a")
+    m.reserve(3, "j1", 2000, 2001).on(3, "delete", "j1", 2002, 2003, "DELETED")
+    assert check(m.end(3000)).ok
+    m.records = [r for r in m.records if r.get("cmd") != "kick"]
+    assert counts(check(m.end(3000))) == {"linearizability": 1}
