@@ -1,34 +1,41 @@
-"""Cluster chaos: seeded workers against beanpole node processes behind a
-fault-injecting proxy, every command and reply recorded, then the history checked
+"""Cluster chaos: seeded workers against beanpole node processes behind fault-injecting
+proxies, every command and reply recorded, then the history checked
 (bench/cluster_chaos_check.py).
 
     python bench/cluster_chaos.py --seed 1 --seconds 30 --workers 4
     python bench/cluster_chaos.py --seed 1 --runs 50 --seconds 12
     python bench/cluster_chaos.py --seed 1 --seconds 10 --no-log --faults kill   # must fail
+    python bench/cluster_chaos.py --nodes 3 --seed 1 --runs 20 --seconds 12     # a cluster
 
-Today it runs against one node (``--nodes 1``; the replicated cluster will add nodes
-and a proxy on every directed link between them). A node is ``python -m beanpole
-serve -l 127.0.0.1 -p 0 -b DIR -f 0`` (every acknowledged change fsynced before its
-reply); clients reach it only through its proxy (bench/cluster_chaos_proxy.py), which
-follows it to a new port when it restarts. ``--workers`` threads each run a seeded mix
-of put (unique bodies, TTR 1-3 s, some delayed), reserve-with-timeout, delete,
-release (some delayed), bury, touch, kick, kick-job, peek*, stats-job, with a share of
-reservations left to run out their TTR (bench/cluster_chaos_load.py).
+``--nodes 1`` (the default) runs a single server: ``python -m beanpole serve -l
+127.0.0.1 -p 0 -b DIR -f 0`` (every acknowledged change fsynced before its reply);
+clients reach it only through its proxy (bench/cluster_chaos_proxy.py), which follows
+it to a new port when it restarts. ``--nodes 3`` or ``5`` runs a replicated cluster
+(``serve --cluster FILE --node N -b DIR``) with a proxy on every directed link between
+two nodes and one in front of each node's client address, and a monitor that sees
+which node serves (bench/cluster_chaos_nodes.py; it needs root). ``--workers``
+threads each run a seeded mix of put (unique bodies, TTR 1-3 s, some delayed),
+reserve-with-timeout, delete, release (some delayed), bury, touch, kick, kick-job,
+peek*, stats-job, with a share of reservations left to run out their TTR
+(bench/cluster_chaos_load.py); in a cluster they connect to the node seen serving
+(another now and then) and to another node when their connection goes.
 
-At seeded moments a fault hits a node, for a seeded time: ``kill`` (SIGKILL, then a
-restart on the same directory), ``term`` (SIGTERM, restart), ``stop`` (SIGSTOP, then
-SIGCONT), ``cut`` (the proxy closes every connection and refuses new ones),
-``oneway`` (the proxy drops the bytes of one direction; those connections close at
-the heal), ``stall`` (the proxy holds all bytes) and ``latency`` (each chunk waits).
+At seeded moments a fault hits, for a seeded time (bench/cluster_chaos_faults.py
+lists them): on one node SIGKILL, SIGTERM or SIGSTOP of the server and cuts, one-way
+cuts, stalls and latency on its client proxy; in a cluster SIGKILL of the leader, of a
+follower or of every node, SIGTERM, SIGSTOP of the leader, a wiped data directory,
+and cuts (both ways or one way), stalls and latency on the links between nodes.
 Power loss (SIGKILL, then the files cut back to what was last fsynced) is not done:
-which bytes were fsynced is not knowable from outside the process; with ``-f 0``
-nothing acknowledged is outside the fsynced part, so a SIGKILL is its closest stand-in.
+which bytes were fsynced is not knowable from outside the process; with an fsync
+before every acknowledgement nothing acknowledged is outside the fsynced part, so a
+SIGKILL is its closest stand-in.
 
 At the end every fault is healed, the workers stop and close their connections, and
-a drain kicks, reserves and deletes what is left until ``stats`` shows no job (all
-recorded). The checker's counts are printed; the exit status is 1 on any violation or
-a drain that could not finish. ``--no-log`` runs the node without ``-b``, so that a
-SIGKILL loses acknowledged jobs: it shows the checker failing a run.
+a drain (on the node that serves) kicks, reserves and deletes what is left until
+``stats`` shows no job (all recorded). The checker's counts are printed; the exit
+status is 1 on any violation or a drain that could not finish. ``--no-log`` runs the
+node without ``-b``, so that a SIGKILL loses acknowledged jobs: it shows the checker
+failing a run.
 """
 
 from __future__ import annotations
@@ -46,16 +53,22 @@ from collections import Counter
 from pathlib import Path
 
 from cluster_chaos_check import Verdict, check, load, report
+from cluster_chaos_faults import (
+    CLUSTER_FAULTS,
+    LEADER_WAIT,
+    NODE_FAULTS,
+    ClusterFaults,
+    Faults,
+    NodeFaults,
+)
 from cluster_chaos_load import Recorder, Worker, drain
+from cluster_chaos_nodes import ClusterNode, Monitor, Net, namespaces_work
 from cluster_chaos_proxy import Proxy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from servechild import ServeChild
 
-FAULTS = ("kill", "term", "stop", "cut", "oneway", "stall", "latency")
 DRAIN_FOR = 60.0  # seconds the final drain may take
-FAULT_GAP = (0.3, 2.0)  # seconds between faults
-FAULT_HOLD = (0.1, 2.0)  # seconds a fault lasts
 
 
 class Node:
@@ -106,87 +119,54 @@ class Node:
         return self.proxy.port
 
 
-class Faults:
-    """The fault thread: a seeded fault at a seeded moment, held, then healed."""
-
-    def __init__(self, nodes: list[Node], rec: Recorder, rng: random.Random,
-                 kinds: list[str], cycles: int | None) -> None:  # fmt: skip
-        self.nodes = nodes
-        self.rec = rec
-        self.rng = rng
-        self.kinds = kinds
-        self.cycles = cycles
-        self.done: Counter[str] = Counter()
-        self.stop = threading.Event()
-        self.finished = threading.Event()  # set once --cycles faults have run
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="faults", daemon=True)
-
-    def note(self, kind: str, node: Node, **more: object) -> None:
-        self.rec.write({"t": "fault", "kind": kind, "node": node.id, "at": time.monotonic_ns(),
-                        **more})  # fmt: skip
-
-    def _run(self) -> None:
-        try:
-            while not self.stop.wait(self.rng.uniform(*FAULT_GAP)):
-                if self.cycles is not None and sum(self.done.values()) >= self.cycles:
-                    self.finished.set()
-                    return
-                kind = self.rng.choice(self.kinds)
-                self.one(kind, self.rng.choice(self.nodes), self.rng.uniform(*FAULT_HOLD))
-                self.done[kind] += 1
-        except BaseException as e:  # reported by the run, which then stops
-            self.error = e
-            self.finished.set()
-
-    def one(self, kind: str, node: Node, hold: float) -> None:
-        proxy = node.proxy
-        assert proxy is not None
-        if kind in ("kill", "term"):
-            self.note(kind, node)
-            node.down(kind)
-            time.sleep(hold / 2)
-            node.start()
-            self.note("restart", node)
-            return
-        if kind == "stop":
-            self.note("stop", node)
-            node.signal(signal.SIGSTOP)
-            time.sleep(hold)
-            node.signal(signal.SIGCONT)
-            self.note("cont", node)
-            return
-        direction = self.rng.choice(("up", "down"))
-        self.note(kind, node, direction=direction if kind == "oneway" else None)
-        if kind == "cut":
-            proxy.cut()
-        elif kind == "oneway":
-            proxy.oneway(direction)
-        elif kind == "stall":
-            proxy.stall()
-        else:
-            proxy.latency(self.rng.uniform(0.02, 0.3))
-        time.sleep(hold)
-        proxy.heal()
-        self.note("heal", node)
-
-
 def run_once(args: argparse.Namespace, seed: int, work: Path) -> tuple[Verdict, str]:
     """One seeded run in ``work``; the verdict and a one-line summary."""
     rng = random.Random(seed)
     rec = Recorder(work / "history.jsonl")
-    nodes = [Node(i + 1, work, not args.no_log) for i in range(args.nodes)]
     stop = threading.Event()
+    cluster = args.nodes > 1
+    net: Net | None = None
+    monitor: Monitor | None = None
+    nodes: list[Node] | list[ClusterNode] = []
+    faults: Faults | None = None
     try:
+        if cluster:
+            net = Net(args.nodes, work)
+            by_id: dict[int, ClusterNode] = {}
+            monitor = Monitor(net, rec, lambda j: by_id[j].pid if j in by_id else None).start()
+            nodes = [ClusterNode(i, net, work) for i in net.ids]
+            by_id.update({n.id: n for n in nodes})
+        else:
+            nodes = [Node(i + 1, work, not args.no_log) for i in range(args.nodes)]
         for n in nodes:
             n.start()
+        by_id = {n.id: n for n in nodes}
+
+        def leader() -> Node | ClusterNode | None:
+            if monitor is None:
+                return nodes[0]
+            lead = monitor.wait_leader(LEADER_WAIT)
+            return None if lead is None else by_id[lead]
 
         def route(r: random.Random) -> tuple[int, int]:
-            node = r.choice(nodes)
+            lead = nodes[0] if monitor is None else by_id.get(monitor.leader() or 0)
+            node = lead if lead is not None and r.random() < 0.9 else r.choice(nodes)
             return node.id, node.port
 
+        def drain_route() -> tuple[int, int]:
+            node = leader()
+            if node is None:
+                raise OSError("no node serves")
+            return node.id, node.port
+
+        if leader() is None:
+            raise RuntimeError(f"no node served within {LEADER_WAIT:.0f}s of the start")
         workers = [Worker(rec, i, seed, route, stop) for i in range(args.workers)]
-        faults = Faults(nodes, rec, rng, args.faults, args.cycles)
+        if net is not None and monitor is not None:
+            cnodes = [n for n in nodes if isinstance(n, ClusterNode)]
+            faults = ClusterFaults(cnodes, net, monitor, rec, rng, args.faults, args.cycles)
+        else:
+            faults = NodeFaults(nodes, rec, rng, args.faults, args.cycles)
         started = time.monotonic()
         for w in workers:
             w.thread.start()
@@ -197,29 +177,39 @@ def run_once(args: argparse.Namespace, seed: int, work: Path) -> tuple[Verdict, 
             faults.finished.wait()
         faults.stop.set()
         faults.thread.join()
+        if net is not None:
+            net.heal()
         stop.set()
         for w in workers:
             w.thread.join(timeout=30)
         elapsed = time.monotonic() - started
         if faults.error is not None:
             raise faults.error
-        drained = drain(rec, nodes[0].id, nodes[0].port, time.monotonic() + DRAIN_FOR)
+        drained = drain(rec, drain_route, time.monotonic() + DRAIN_FOR)
     finally:
         stop.set()
+        if monitor is not None:
+            monitor.close()
         for n in nodes:
             n.close()
+        if net is not None:
+            net.close()
         rec.close()
     h = load(work / "history.jsonl")
     v = check(h)
     if not drained:
         v.problems.append(f"the drain did not empty the server within {DRAIN_FOR:.0f}s")
     lost_replies = sum(1 for o in h.ops if o.ret is None)
+    assert faults is not None
     done = " ".join(f"{k} {n}" for k, n in sorted(faults.done.items())) or "none"
     counts = " ".join(f"{k} {n}" for k, n in v.counts().items())
+    leaders = ""
+    if monitor is not None:
+        leaders = f", {monitor.changes} terms served"
     line = (
-        f"seed {seed}: {elapsed:.1f}s, {args.workers} workers, {len(h.ops)} commands "
-        f"({lost_replies} without reply), faults: {done}; jobs {v.jobs}, acknowledged "
-        f"{v.acknowledged}; {counts}"
+        f"seed {seed}: {elapsed:.1f}s, {args.nodes} node{'s' if cluster else ''}, "
+        f"{args.workers} workers, {len(h.ops)} commands ({lost_replies} without reply), "
+        f"faults: {done}{leaders}; jobs {v.jobs}, acknowledged {v.acknowledged}; {counts}"
     )
     return v, line
 
@@ -232,22 +222,43 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cycles", type=int, default=None,
                    help="faults per run (instead of --seconds)")  # fmt: skip
     p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--nodes", type=int, default=1, help="nodes (only 1 until the cluster lands)")
-    p.add_argument("--faults", default=",".join(FAULTS),
-                   help=f"comma-separated fault kinds, of {', '.join(FAULTS)}")  # fmt: skip
-    p.add_argument("--no-log", action="store_true",
-                   help="nodes without -b (a SIGKILL loses jobs)")  # fmt: skip
-    p.add_argument("--keep", type=Path, default=None,
-                   help="keep each run's directory (its history.jsonl) under this")  # fmt: skip
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="1: a single server; 3 or 5: a replicated cluster (needs root)",
+    )
+    p.add_argument(
+        "--faults",
+        default=None,
+        help=f"comma-separated fault kinds; on one node of {', '.join(NODE_FAULTS)} "
+        f"(all by default), in a cluster of {', '.join(CLUSTER_FAULTS)}",
+    )
+    p.add_argument(
+        "--no-log",
+        action="store_true",
+        help="nodes without -b (a SIGKILL loses jobs; one node only)",
+    )
+    p.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="keep each run's directory (its history.jsonl) under this",
+    )
     args = p.parse_args(argv)
-    args.faults = [f for f in args.faults.split(",") if f]
-    bad = [f for f in args.faults if f not in FAULTS]
+    if args.nodes not in (1, 3, 5):
+        p.error("--nodes: 1, 3 or 5")
+    kinds = NODE_FAULTS if args.nodes == 1 else CLUSTER_FAULTS
+    args.faults = [f for f in (args.faults or ",".join(kinds)).split(",") if f]
+    bad = [f for f in args.faults if f not in kinds]
     if bad or not args.faults:
-        p.error(
-            f"unknown fault kind {bad[0] if bad else '(none)'}; choose from {', '.join(FAULTS)}"
-        )
-    if args.nodes != 1:
-        p.error("--nodes: only 1 until the replicated cluster lands")
+        p.error(f"unknown fault kind {bad[0] if bad else '(none)'}; choose from {', '.join(kinds)}")
+    if args.nodes > 1:
+        if args.no_log:
+            p.error("--no-log: one node only")
+        why = namespaces_work()
+        if why is not None:
+            p.error(f"--nodes {args.nodes}: each node needs a mount namespace: {why}")
     return args
 
 

@@ -14,7 +14,12 @@ clock in nanoseconds:
   (the client closes the socket at ``at``; the server may see it later, never earlier);
 - ``{"t": "fault", "kind", "node", "at"}``: what the harness did to a node or its links;
   ``kill``, ``term``, ``power``, ``cut`` and ``oneway`` may end the node's connections
-  at ``at`` (a one-way cut ends them when it heals; ``at`` is an earlier bound);
+  at ``at`` (a one-way cut ends them when it heals; ``at`` is an earlier bound). In a
+  cluster the harness also records what it saw of the leadership, with ``seen``, a
+  later bound (bench/cluster_chaos_nodes.py): ``depose``, the node's connections may
+  have ended from ``at``; ``leader``, a node began to serve a term, and since
+  reservations are not replicated every connection's reservations may have ended
+  from ``at``. Such a fault concerns the connections opened by ``seen``;
 - ``{"t": "end", "inv", "ret", "empty"}``: after the final drain a stats read at
   ``[inv, ret]`` saw no job left (``empty``).
 
@@ -47,7 +52,8 @@ What is checked, per job (``Verdict``, counts plus examples):
 
 Not checked: priority order and FIFO among ready jobs, which of several waiting
 reservers gets a job, DEADLINE_SOON timing, pauses, and the global effect of a bulk
-``kick`` (it may kick any buried or delayed job of its tube within its interval).
+``kick`` (it may kick any buried or delayed job of its tube within its interval, or
+after its invocation if no reply came).
 """
 
 from __future__ import annotations
@@ -61,7 +67,8 @@ from typing import Any
 
 from cluster_chaos_lin import INF, NAME_STATES, Ghost, Step, Timing, search
 
-ENDS_CONNS = frozenset({"kill", "term", "power", "cut", "oneway"})
+ENDS_CONNS = frozenset({"kill", "term", "power", "cut", "oneway", "depose"})
+ENDS_ALL = frozenset({"leader"})  # ends every node's connections' reservations
 _DIES = frozenset({"kill", "term", "power"})  # the node's process ends
 MAKES_READY = {"put": "INSERTED", "release": "RELEASED", "kick-job": "KICKED"}
 # Replies that show the job existed when the step ran.
@@ -126,6 +133,11 @@ class Fault:
     kind: str
     node: int
     at: int
+    seen: int  # it happened in [at, seen]; at for what the harness did itself
+
+    def ends(self, node: int) -> bool:
+        """Whether it may end the connections to ``node``."""
+        return self.kind in ENDS_ALL or (self.kind in ENDS_CONNS and self.node == node)
 
 
 @dataclass
@@ -141,8 +153,8 @@ class History:
         end = self.closed.get(conn, INF)
         node, opened = self.opened.get(conn, (0, 0))
         for f in self.faults:
-            if f.kind in ENDS_CONNS and f.node == node and opened <= f.at < end:
-                end = f.at
+            if f.ends(node) and opened <= f.seen and f.at < end:
+                end = min(end, max(f.at, opened))
         return end
 
     def node_of(self, conn: int) -> int:
@@ -210,7 +222,7 @@ def parse(records: Iterable[Mapping[str, Any]]) -> History:
         elif t == "close":
             h.closed[r["conn"]] = r["at"]
         elif t == "fault":
-            h.faults.append(Fault(r["kind"], r.get("node", 0), r["at"]))
+            h.faults.append(Fault(r["kind"], r.get("node", 0), r["at"], r.get("seen", r["at"])))
         elif t == "end" and r.get("empty"):
             h.end = (r["inv"], r["ret"])
     return h
@@ -344,9 +356,13 @@ def _could_take(g: Op, body: str, tube: str | None) -> bool:
 
 
 def _kicks(h: History) -> dict[str, list[Op]]:
+    """Per tube, the bulk kicks that may have kicked something: those that said so,
+    and those without a reply."""
     out: dict[str, list[Op]] = defaultdict(list)
     for o in h.ops:
-        if o.cmd == "kick" and o.reply == "KICKED" and (o.count or 0) > 0 and o.tube:
+        if o.cmd != "kick" or not o.tube:
+            continue
+        if o.reply is None or (o.reply == "KICKED" and (o.count or 0) > 0):
             out[o.tube].append(o)
     return out
 
@@ -375,8 +391,8 @@ def _check_timed_out(
                 if _could_take(g, body, put.tube) and h.ghost_until(g) > m.ret:
                     until = min(until, max(g.inv, m.ret))
             for f in h.faults:
-                if f.kind in ENDS_CONNS and f.node == node and f.at >= m.inv:
-                    until = min(until, f.at)
+                if f.ends(node) and f.seen >= m.inv:
+                    until = min(until, max(f.at, m.inv))
             if until > m.ret:
                 ready.append((body, put.tube, node, m.ret, until))
     for o in timeouts:

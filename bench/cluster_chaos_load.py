@@ -261,15 +261,16 @@ class Worker:
             c.call("bury", f"bury {job_id} 100", id=job_id, target=body)
 
 
-def drain(rec: Recorder, node: int, port: int, deadline: float) -> bool:
-    """Kick, reserve and delete everything left, recorded as client ``drain``; then
+def drain(rec: Recorder, route: Callable[[], tuple[int, int]], deadline: float) -> bool:
+    """Kick, reserve and delete everything left, recorded as client ``drain``, on the
+    node ``route`` gives (node, proxy port; asked again after a lost connection); then
     record ``end`` with the stats read that saw the server empty. False if it never
     did before ``deadline``."""
     c: Conn | None = None
     while time.monotonic() < deadline:
         try:
             if c is None or c.closed:
-                c = Conn(rec, "drain", node, port)
+                c = Conn(rec, "drain", *route())
                 for tube in TUBES:
                     c.plain(f"watch {tube}")
             for tube in TUBES:

@@ -13,7 +13,8 @@ Faults, each until ``heal()``:
 - ``stall()``: nothing is forwarded in either direction; held bytes flow at the heal;
 - ``latency(seconds)``: every chunk waits that long before it is forwarded.
 
-A connection closed at one end is closed at the other. The proxy runs an asyncio loop
+A connection closed at one end is closed at the other. A proxy listens on a port of its
+own (0: any free one) at ``host``, any address of the loopback range. The proxy runs an asyncio loop
 on its own thread; the control methods block until the loop has applied them.
 """
 
@@ -47,10 +48,10 @@ class _Pair:
 
 
 class Proxy:
-    def __init__(self, target: tuple[str, int], host: str = "127.0.0.1") -> None:
+    def __init__(self, target: tuple[str, int], host: str = "127.0.0.1", port: int = 0) -> None:
         self.target = target
         self.host = host
-        self.port = 0
+        self.port = port  # 0: any free port, read back once started
         self.pairs: set[_Pair] = set()
         self.refusing = False
         self.dropping: set[str] = set()  # "up", "down"
@@ -123,7 +124,7 @@ class Proxy:
         return self._flowing
 
     async def _start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, 0)
+        self._server = await asyncio.start_server(self._accept, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _close(self) -> None:

@@ -1,7 +1,10 @@
-"""A short seeded run of ``bench/cluster_chaos.py`` against one node (the long runs are
-in bench/README.md): every fault kind, 0 violations; the same load on a node without
-a log, killed, loses acknowledged jobs and the checker says so; and the proxy's
-faults do what the harness relies on."""
+"""Short seeded runs of ``bench/cluster_chaos.py`` (the long runs are in
+bench/README.md): against one node and against a three-node cluster, every fault
+kind, 0 violations; the same load on a node without a log, killed, loses acknowledged
+jobs and the checker says so; the proxy's faults do what the harness relies on; a
+cluster's peer traffic goes through the proxy of each directed link; and what the
+harness found: an old leader cut off from its peers answers no stale read (its
+lease runs out; a read then waits for a commit that cannot come)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import cluster_chaos
-from cluster_chaos_check import report
+from cluster_chaos_check import load, report
+from cluster_chaos_load import Recorder
+from cluster_chaos_nodes import ClusterNode, Monitor, Net, namespaces_work
 from cluster_chaos_proxy import Proxy
 
 pytestmark = pytest.mark.skipif(
@@ -34,6 +39,109 @@ def test_a_seeded_run_with_every_fault_has_no_violation(tmp_path: Path) -> None:
     assert v.ok, f"{line}\n{report(v)}"
     assert v.acknowledged > 100, f"too little load to mean much: {line}"
     assert "faults: none" not in line
+
+
+needs_namespaces = pytest.mark.skipif(
+    namespaces_work() is not None, reason=f"cluster nodes need root: {namespaces_work()}"
+)
+
+
+@needs_namespaces
+def test_a_seeded_run_on_three_nodes_with_every_fault_has_no_violation(tmp_path: Path) -> None:
+    args = cluster_chaos.parse_args(["--nodes", "3", "--seconds", "25", "--workers", "4"])
+    v, line = cluster_chaos.run_once(args, SEED, tmp_path)
+    assert v.ok, f"{line}\n{report(v)}"
+    assert v.acknowledged > 100, f"too little load to mean much: {line}"
+    assert "faults: none" not in line
+    h = load(tmp_path / "history.jsonl")
+    assert sum(1 for f in h.faults if f.kind == "leader") >= 2, f"no change of leader: {line}"
+
+
+@needs_namespaces
+def test_a_nodes_peer_traffic_goes_through_the_proxies_of_its_links(tmp_path: Path) -> None:
+    """Cutting only the links into the leader changes nothing (its requests and their
+    replies go on its own links out); cutting its links out, another node leads."""
+    rec = Recorder(tmp_path / "history.jsonl")
+    net = Net(3, tmp_path)
+    nodes = [ClusterNode(i, net, tmp_path) for i in net.ids]
+    monitor = Monitor(net, rec, lambda j: nodes[j - 1].pid).start()
+    try:
+        for n in nodes:
+            n.start()
+        first = monitor.wait_leader(30)
+        assert first is not None
+        others = [i for i in net.ids if i != first]
+        for proxy in net.of(first, others, "in"):
+            proxy.cut()
+        # The followers keep hearing from the leader: writes still commit there.
+        with socket.create_connection(("127.0.0.1", net.client[first]), timeout=WAIT) as s:
+            for i in range(20):
+                s.sendall(b"put 0 0 5 1\r\nx\r\n")
+                assert s.recv(100).startswith(b"INSERTED"), i
+        assert monitor.leader() == first
+        net.heal()
+        for proxy in net.of(first, others, "out"):
+            proxy.cut()
+        deadline = time.monotonic() + 30
+        while monitor.leader() in (first, None) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert monitor.leader() in others
+    finally:
+        monitor.close()
+        for n in nodes:
+            n.close()
+        net.close()
+        rec.close()
+
+
+def command(sock: socket.socket, data: bytes) -> bytes:
+    """Send ``data``; the first reply line."""
+    sock.sendall(data)
+    got = b""
+    while b"\r\n" not in got:
+        chunk = sock.recv(1000)
+        assert chunk, f"connection closed; got {got!r}"
+        got += chunk
+    return got.split(b"\r\n", 1)[0]
+
+
+@needs_namespaces
+def test_an_isolated_old_leader_answers_no_stale_read(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path / "history.jsonl")
+    net = Net(3, tmp_path)
+    nodes = [ClusterNode(i, net, tmp_path) for i in net.ids]
+    monitor = Monitor(net, rec, lambda j: nodes[j - 1].pid).start()
+    try:
+        for n in nodes:
+            n.start()
+        old = monitor.wait_leader(30)
+        assert old is not None
+        a = socket.create_connection(("127.0.0.1", net.client[old]), timeout=WAIT)
+        assert command(a, b"put 0 0 60 5\r\nhello\r\n") == b"INSERTED 1"
+        for proxy in net.of(old, [i for i in net.ids if i != old], "both"):
+            proxy.cut()
+        deadline = time.monotonic() + 30
+        while monitor.leader() in (old, None) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        new = monitor.leader()
+        assert new not in (old, None)
+        b = socket.create_connection(("127.0.0.1", net.client[new]), timeout=WAIT)
+        assert command(b, b"delete 1\r\n") == b"DELETED"
+        # The job is gone for good: the old leader may answer NOT_FOUND, no answer,
+        # or close the connection, but not FOUND.
+        try:
+            reply = command(a, b"peek 1\r\n")
+        except (OSError, AssertionError):
+            reply = b"(no reply)"
+        assert not reply.startswith(b"FOUND"), reply
+        a.close()
+        b.close()
+    finally:
+        monitor.close()
+        for n in nodes:
+            n.close()
+        net.close()
+        rec.close()
 
 
 def test_a_node_without_a_log_loses_jobs_when_killed_and_the_check_sees_it(

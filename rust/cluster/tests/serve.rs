@@ -1,8 +1,10 @@
 //! Three cluster nodes as `serve --cluster` runs them (`node::Node`), in one
 //! process over loopback: the leader serves stock protocol clients, a put is
 //! acknowledged once committed, a follower relays its clients to the leader,
-//! and when the leader stops a new leader serves the jobs the
-//! old one acknowledged, with ids going on after them.
+//! and when the leader stops a new leader serves the jobs the old one
+//! acknowledged, with ids going on after them. A follower whose data directory
+//! was lost rejoins empty, is sent a snapshot, and counts toward a majority
+//! again.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -31,11 +33,21 @@ fn cluster_file(n: u64) -> Result<ClusterFile, Error> {
 }
 
 fn start(file: &ClusterFile, id: u64, dir: &std::path::Path) -> Result<Node, Error> {
+    start_with(file, id, dir, |_| {})
+}
+
+fn start_with(
+    file: &ClusterFile,
+    id: u64,
+    dir: &std::path::Path,
+    tweak: impl Fn(&mut NodeConfig),
+) -> Result<Node, Error> {
     let mut config = NodeConfig::new(file.clone(), id, dir.to_path_buf());
     config.raft.heartbeat_interval = 50;
     config.raft.election_timeout_min = 300;
     config.raft.election_timeout_max = 600;
     config.commit_timeout = Duration::from_millis(1500);
+    tweak(&mut config);
     Ok(Node::start(config)?)
 }
 
@@ -278,6 +290,81 @@ fn snapshots_bound_the_log_in_memory_and_restarts_read_them() -> Result<(), Erro
         yaml.contains(&format!("current-jobs-ready: {expected}\n")),
         "{yaml}"
     );
+    for node in nodes.iter_mut().flatten() {
+        node.stop();
+    }
+    Ok(())
+}
+
+/// Found by bench/cluster_chaos.py (wipe faults): a follower whose directory was
+/// wiped after the leader had purged its log never caught up, its Raft stopped,
+/// and with one other node down nothing was acknowledged any more.
+#[test]
+fn a_follower_whose_directory_was_wiped_rejoins_from_a_snapshot() -> Result<(), Error> {
+    let file = cluster_file(3)?;
+    let dirs: Vec<tempfile::TempDir> = (0..3)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    // A snapshot every 20 entries, and the log purged behind it.
+    let often = |c: &mut NodeConfig| {
+        c.raft.snapshot_policy = openraft::SnapshotPolicy::LogsSinceLast(20);
+        c.raft.max_in_snapshot_log_to_keep = 0;
+        c.raft.purge_batch_size = 1;
+    };
+    let mut nodes: Vec<Option<Node>> = Vec::new();
+    for id in 1..=3u64 {
+        nodes.push(Some(start_with(
+            &file,
+            id,
+            dirs[id as usize - 1].path(),
+            often,
+        )?));
+    }
+    let first = serving(&nodes)?;
+    let leader = nodes[first].as_ref().ok_or("leader")?;
+    let mut client = Client::connect(leader.client_addr()?)?;
+    for i in 1..=100u32 {
+        assert_eq!(
+            client.call(b"put 0 0 60 1\r\nx\r\n")?,
+            format!("INSERTED {i}\r\n")
+        );
+    }
+    // The leader's snapshot is written and its log purged behind it.
+    let snapshot = dirs[first].path().join("sm").join("snapshot");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !snapshot.exists() || !dirs[first].path().join("raft").join("purged").exists() {
+        assert!(Instant::now() < deadline, "the leader made no snapshot");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    let wiped = (first + 1) % 3;
+    let other = (first + 2) % 3;
+    if let Some(mut node) = nodes[wiped].take() {
+        node.stop();
+    }
+    for entry in std::fs::read_dir(dirs[wiped].path())? {
+        let path = entry?.path();
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    nodes[wiped] = Some(start_with(
+        &file,
+        wiped as u64 + 1,
+        dirs[wiped].path(),
+        often,
+    )?);
+    if let Some(mut node) = nodes[other].take() {
+        node.stop();
+    }
+    // The leader and the wiped node are all that is left: a put is acknowledged
+    // once the wiped node has the snapshot and the entries after it.
+    assert_eq!(client.call(b"put 0 0 60 1\r\ny\r\n")?, "INSERTED 101\r\n");
+    let status = nodes[wiped].as_ref().ok_or("wiped")?.status();
+    assert_eq!(status.role, "follower", "{status:?}");
+    assert!(dirs[wiped].path().join("sm").join("snapshot").exists());
     for node in nodes.iter_mut().flatten() {
         node.stop();
     }

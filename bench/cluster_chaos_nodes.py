@@ -1,0 +1,365 @@
+"""The replicated cluster of bench/cluster_chaos.py (``--nodes 3`` or 5): its addresses
+and cluster file, a fault-injecting proxy on every directed link between two nodes,
+the node processes, and a monitor that sees which node serves clients.
+
+**A proxy per directed link.** The cluster file gives each node one peer address, the
+one it listens on and the one every other node dials. To put a proxy on the link from
+node i to node j, that address is a name, ``bp-node<j>:<port>``, and each node runs in
+a mount namespace of its own (``unshare --mount``) whose /etc/hosts says where the
+names lead *for it*: its own name to 127.0.0.1 (where it listens), node j's name to
+127.21.i.j, where the proxy of link (i, j) listens on node j's port and forwards to
+127.0.0.1. So node i's traffic to node j (its requests, and the replies on the same
+connections) goes through proxy (i, j) and nowhere else, and a fault on (i, j) alone
+is a one-way partition. This needs root (a mount namespace and a bind mount); the
+nodes' client addresses are plain 127.0.0.1 ports, reached through a client proxy of
+each node as on one node.
+
+**Who serves.** Only the leader serves clients, and a node that does not lead accepts
+client connections and closes them at once. Reservations are not replicated yet: when
+the leadership moves, the reservations of the old leader's clients are gone, as after
+a restart. The checker must know when that may have happened, and the harness sees it
+from outside: a monitor thread per node probes the node's client address (not through
+its proxy) every few milliseconds while it does not serve, and holds a connection
+open while it does. It records, as history faults:
+
+- ``leader`` (node, ``at``, ``seen``): the node began to serve a term, after ``at``
+  (its last probe that was refused or closed, or the end of its previous term) and
+  before ``seen`` (the probe's reply): every reservation may be gone from ``at``;
+- ``depose`` (node, ``at``, ``seen``): the node's term server closed the monitor's
+  connection, after ``at`` (the last request it answered on it) and before ``seen``:
+  the node's connections may have ended from ``at``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from cluster_chaos_load import Recorder
+from cluster_chaos_proxy import Proxy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from servechild import BeanpoleChild
+
+HOME = "127.0.0.1"
+PROBE_EVERY = 0.025  # seconds between probes of a node that does not serve
+HOLD_EVERY = 0.05  # seconds between the requests on a serving node's held connection
+REPLY_WAIT = 0.5  # seconds a probe waits for its answer
+START_LINE = r"^beanpole node {} of cluster .*: clients on "
+# Each node's own view of the names: /etc/hosts is bind-mounted over in its namespace.
+IN_NAMESPACE = 'mount --bind "$0" /etc/hosts && exec "$@"'
+
+
+def link_host(dialer: int, target: int) -> str:
+    """Where the proxy of the link from node ``dialer`` to node ``target`` listens."""
+    return f"127.21.{dialer}.{target}"
+
+
+def name(node: int) -> str:
+    return f"bp-node{node}"
+
+
+def free_port(hosts: Sequence[str], rng: random.Random) -> int:
+    """A port free on every one of ``hosts``, below the kernel's ephemeral range (32768
+    and up on Linux), so that no outgoing connection takes it while a node is down."""
+    for _ in range(500):
+        port = rng.randrange(20000, 32000)
+        socks = []
+        try:
+            for host in hosts:
+                s = socket.socket()
+                socks.append(s)
+                s.bind((host, port))
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+        return port
+    raise RuntimeError(f"no port free on {', '.join(hosts)}")
+
+
+def namespaces_work() -> str | None:
+    """None if a node can be run in a mount namespace of its own; else why not."""
+    try:
+        done = subprocess.run(
+            ["unshare", "--mount", "sh", "-c", "mount --bind /etc/hosts /etc/hosts"],
+            capture_output=True, text=True, timeout=10, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unshare: {e}"
+    if done.returncode != 0:
+        return f"unshare --mount: {done.stderr.strip() or done.returncode} (root is needed)"
+    return None
+
+
+class Net:
+    """The cluster's addresses, its file, each node's hosts file, and the proxies of
+    every directed link between two nodes."""
+
+    def __init__(self, n: int, work: Path) -> None:
+        rng = random.Random()  # ports need not repeat between runs of a seed
+        self.ids = list(range(1, n + 1))
+        self.client = {j: free_port([HOME], rng) for j in self.ids}
+        self.peer = {
+            j: free_port([HOME, *(link_host(i, j) for i in self.ids if i != j)], rng)
+            for j in self.ids
+        }
+        self.file = work / "cluster.toml"
+        self.file.write_text(
+            "".join(
+                f'[[node]]\nid = {j}\nclient = "{HOME}:{self.client[j]}"\n'
+                f'peer = "{name(j)}:{self.peer[j]}"\n'
+                for j in self.ids
+            ),
+            encoding="utf-8",
+        )
+        self.hosts: dict[int, Path] = {}
+        for i in self.ids:
+            lines = [f"{HOME} localhost", "::1 localhost ip6-localhost"]
+            lines += [f"{HOME if j == i else link_host(i, j)} {name(j)}" for j in self.ids]
+            self.hosts[i] = work / f"hosts{i}"
+            self.hosts[i].write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.links: dict[tuple[int, int], Proxy] = {}
+        for i in self.ids:
+            for j in self.ids:
+                if i != j:
+                    proxy = Proxy((HOME, self.peer[j]), host=link_host(i, j), port=self.peer[j])
+                    self.links[i, j] = proxy.start()
+
+    def of(self, node: int, peers: Sequence[int], way: str) -> list[Proxy]:
+        """The proxies of ``node``'s links to (``out``), from (``in``) or both ways
+        (``both``) with each of ``peers``."""
+        out = [self.links[node, p] for p in peers if way in ("out", "both")]
+        return out + [self.links[p, node] for p in peers if way in ("in", "both")]
+
+    def heal(self) -> None:
+        for proxy in self.links.values():
+            proxy.heal()
+
+    def close(self) -> None:
+        for proxy in self.links.values():
+            proxy.close()
+
+
+class ClusterNode:
+    """One node process (``serve --cluster FILE --node N -b DIR`` in its own mount
+    namespace) and the proxy in front of its client address."""
+
+    def __init__(self, ident: int, net: Net, work: Path) -> None:
+        self.id = ident
+        self.net = net
+        self.dir = work / f"node{ident}"
+        self.log = work / f"node{ident}.log"  # every incarnation's stderr
+        self.child: BeanpoleChild | None = None
+        self.stopped = False  # SIGSTOP sent, no SIGCONT yet
+        self.proxy = Proxy((HOME, net.client[ident])).start()
+
+    def start(self) -> None:
+        prefix = ["unshare", "--mount", "sh", "-c", IN_NAMESPACE, str(self.net.hosts[self.id])]
+        self.child = BeanpoleChild(
+            "serve", "--cluster", str(self.net.file), "--node", str(self.id),
+            "-b", str(self.dir), prefix=prefix,
+        )  # fmt: skip
+        self.child.wait_line(START_LINE.format(self.id))
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.child is not None
+        self.child.proc.send_signal(sig)
+        self.stopped = sig == signal.SIGSTOP
+
+    def down(self, how: str) -> None:
+        """SIGKILL (``kill``) or SIGTERM and wait for the exit."""
+        assert self.child is not None
+        if self.stopped:
+            self.signal(signal.SIGCONT)
+        if how == "kill":
+            self.child.kill()
+        else:
+            self.child.stop()
+        self._keep_log()
+        self.child = None
+
+    def wipe(self) -> None:
+        """Remove the data directory (the node must be down)."""
+        assert self.child is None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _keep_log(self) -> None:
+        assert self.child is not None
+        with self.log.open("a") as f:
+            f.write(f"--- pid {self.child.proc.pid}, exit {self.child.proc.returncode}\n")
+            f.writelines(self.child.stderr)
+
+    def close(self) -> None:
+        if self.child is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self.child.proc.send_signal(signal.SIGCONT)
+            self.child.kill()
+            self._keep_log()
+            self.child = None
+        self.proxy.close()
+
+    @property
+    def up(self) -> bool:
+        return self.child is not None
+
+    @property
+    def pid(self) -> int | None:
+        """The node process's id while it runs (the namespace wrapper execs it)."""
+        return None if self.child is None else self.child.proc.pid
+
+    @property
+    def port(self) -> int:
+        return self.proxy.port
+
+
+class Monitor:
+    """Which nodes serve clients, seen from outside; the changes recorded as history
+    faults ``leader`` and ``depose`` (the module's docstring says what they bound)."""
+
+    def __init__(self, net: Net, rec: Recorder, pid_of: Callable[[int], int | None]) -> None:
+        self.net = net
+        self.rec = rec
+        # A follower answers clients too (it relays them to the leader): a node
+        # serves itself when the `stats` it answers are its own process's.
+        self.pid_of = pid_of
+        self.stop = threading.Event()
+        self._lock = threading.Lock()  # guards serving; taken briefly by many threads
+        self.serving: dict[int, int] = {}  # node -> when it was seen to begin serving
+        self.changes = 0
+        self.threads = [
+            threading.Thread(target=self._watch, args=(j,), name=f"monitor{j}", daemon=True)
+            for j in net.ids
+        ]
+
+    def start(self) -> Monitor:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=10)
+
+    def leader(self) -> int | None:
+        """The node seen last to begin serving, of those that still do."""
+        with self._lock:
+            return max(self.serving, key=self.serving.__getitem__, default=None)
+
+    def wait_leader(self, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            node = self.leader()
+            if node is not None:
+                return node
+            time.sleep(0.02)
+        return None
+
+    def _note(self, kind: str, node: int, at: int, seen: int) -> None:
+        self.rec.write({"t": "fault", "kind": kind, "node": node, "at": at, "seen": seen})
+
+    def _watch(self, node: int) -> None:
+        address = (HOME, self.net.client[node])
+        known_not = time.monotonic_ns()  # the node is known not to serve a new term before
+        while not self.stop.is_set():
+            probe = time.monotonic_ns()
+            try:
+                sock = socket.create_connection(address, timeout=REPLY_WAIT)
+            except OSError:
+                known_not = probe  # down: any term it serves begins later
+                self.stop.wait(PROBE_EVERY)
+                continue
+            with sock:
+                answer = _serves(sock, self.pid_of(node))
+                if answer is False:
+                    known_not = probe  # accepted and closed: it did not serve then
+                if answer is not True:
+                    self.stop.wait(PROBE_EVERY)
+                    continue
+                seen = time.monotonic_ns()
+                self._note("leader", node, known_not, seen)
+                with self._lock:
+                    self.serving[node] = seen
+                    self.changes += 1
+                last_ok = self._hold(sock)
+            with self._lock:
+                self.serving.pop(node, None)
+            if last_ok is not None:
+                self._note("depose", node, last_ok, time.monotonic_ns())
+                known_not = max(known_not, last_ok)
+
+    def _hold(self, sock: socket.socket) -> int | None:
+        """Keep asking on a serving node's connection until it closes; when it last
+        answered (sent at), or None if the monitor stopped first."""
+        last_ok = time.monotonic_ns()
+        while not self.stop.wait(HOLD_EVERY):
+            sent = time.monotonic_ns()
+            answer = _ask(sock)
+            while answer is None and not self.stop.is_set():
+                answer = _ask(sock, send=False)  # slow (a stall, SIGSTOP): wait on
+            if answer is True:
+                last_ok = sent
+            elif answer is False:
+                return last_ok
+        return None
+
+
+def _serves(sock: socket.socket, pid: int | None) -> bool | None:
+    """``stats`` on a new connection to a node: True if the node answered itself (the
+    stats' ``pid`` is the node's), False if the connection was closed or a follower
+    relayed it to another node, None if no whole answer came within REPLY_WAIT."""
+    try:
+        sock.sendall(b"stats\r\n")
+        sock.settimeout(REPLY_WAIT)
+        got = b""
+        while b"\r\n" not in got:
+            chunk = sock.recv(4096)
+            if not chunk:
+                return False
+            got += chunk
+        head, _, rest = got.partition(b"\r\n")
+        if not head.startswith(b"OK "):
+            return False
+        need = int(head[3:]) + 2
+        while len(rest) < need:
+            chunk = sock.recv(4096)
+            if not chunk:
+                return False
+            rest += chunk
+    except TimeoutError:
+        return None
+    except (OSError, ValueError):
+        return False
+    line = next((x for x in rest.split(b"\n") if x.startswith(b"pid: ")), b"")
+    return pid is not None and line[5:].strip() == str(pid).encode()
+
+
+def _ask(sock: socket.socket, send: bool = True) -> bool | None:
+    """``list-tube-used`` on ``sock``: True if a reply line came, False if the
+    connection was closed, None if no whole line came within REPLY_WAIT (unknown)."""
+    try:
+        if send:
+            sock.sendall(b"list-tube-used\r\n")
+        sock.settimeout(REPLY_WAIT)
+        got = b""
+        while not got.endswith(b"\r\n"):
+            chunk = sock.recv(256)
+            if not chunk:
+                return False
+            got += chunk
+    except TimeoutError:
+        return None
+    except OSError:
+        return False
+    return True
