@@ -14,16 +14,18 @@ is a one-way partition. This needs root (a mount namespace and a bind mount); th
 nodes' client addresses are plain 127.0.0.1 ports, reached through a client proxy of
 each node as on one node.
 
-**Who serves.** Only the leader serves clients, and a node that does not lead accepts
-client connections and closes them at once. Reservations are not replicated yet: when
+**Who serves.** Only the leader serves clients itself; a node that does not lead
+relays client connections to the leader, so a probe tells them apart by the ``pid``
+in the ``stats`` it is answered (the node's own process, or the leader's).
+Reservations are not replicated yet: when
 the leadership moves, the reservations of the old leader's clients are gone, as after
 a restart. The checker must know when that may have happened, and the harness sees it
 from outside: a monitor thread per node probes the node's client address (not through
-its proxy) every few milliseconds while it does not serve, and holds a connection
-open while it does. It records, as history faults:
+its proxy) every few milliseconds while it does not serve itself, and holds a
+connection open while it does. It records, as history faults:
 
 - ``leader`` (node, ``at``, ``seen``): the node began to serve a term, after ``at``
-  (its last probe that was refused or closed, or the end of its previous term) and
+  (its last probe that was refused, closed or relayed, or the end of its previous term) and
   before ``seen`` (the probe's reply): every reservation may be gone from ``at``;
 - ``depose`` (node, ``at``, ``seen``): the node's term server closed the monitor's
   connection, after ``at`` (the last request it answered on it) and before ``seen``:
