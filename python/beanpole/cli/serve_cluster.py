@@ -47,6 +47,8 @@ _NOT_FOR_NODES: Final = {
     "user": "not available on cluster nodes yet",
 }
 _STOP: Final = {signal.SIGTERM, signal.SIGINT}
+#: Seconds between looks at the node's health while waiting for a signal.
+_CHECK_EVERY: Final = 0.5
 
 
 def run_node(config: Config, flags: dict[str, Any]) -> None:
@@ -101,9 +103,24 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
     )
     notifier.ready(f"cluster node {config.node}, clients on {shown}")
     try:
-        sig = signal.sigwait(_STOP)
-        _LOG.info("%s: stopping", signal.Signals(sig).name)
+        failure = _wait(node)
         notifier.stopping()
     finally:
         node.stop()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
+    if failure is not None:
+        raise ServeError(f"node {config.node}: raft stopped: {failure}")
+
+
+def _wait(node: Any) -> str | None:
+    """Until SIGTERM or SIGINT (None), or until the node's Raft stops on a fatal
+    error (why): a node that can no longer take part ends its process, with status 1,
+    rather than go on listening and answer nothing."""
+    while True:
+        got = signal.sigtimedwait(_STOP, _CHECK_EVERY)
+        if got is not None:
+            _LOG.info("%s: stopping", signal.Signals(got.si_signo).name)
+            return None
+        failure: str | None = node.failure()
+        if failure is not None:
+            return failure

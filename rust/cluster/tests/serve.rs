@@ -370,3 +370,41 @@ fn a_follower_whose_directory_was_wiped_rejoins_from_a_snapshot() -> Result<(), 
     }
     Ok(())
 }
+
+#[test]
+fn a_node_whose_disk_fails_says_why_and_the_others_go_on() -> Result<(), Error> {
+    let file = cluster_file(3)?;
+    let dirs: Vec<tempfile::TempDir> = (0..3)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    let mut nodes: Vec<Option<Node>> = Vec::new();
+    for id in 1..=3u64 {
+        nodes.push(Some(start(&file, id, dirs[id as usize - 1].path())?));
+    }
+    let first = serving(&nodes)?;
+    let follower = (first + 1) % 3;
+    let broken = nodes[follower].as_ref().ok_or("follower")?;
+    assert_eq!(broken.failure(), None);
+    broken.sync_stall().store(
+        beanpole_cluster::logstore::writer::FAIL_SYNCS,
+        std::sync::atomic::Ordering::SeqCst,
+    );
+    // The next commit reaches its disk: the write fails, its Raft stops.
+    let mut client = Client::connect(nodes[first].as_ref().ok_or("leader")?.client_addr()?)?;
+    assert_eq!(client.call(b"put 0 0 60 1\r\nx\r\n")?, "INSERTED 1\r\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let broken = nodes[follower].as_ref().ok_or("follower")?;
+    while broken.failure().is_none() {
+        assert!(Instant::now() < deadline, "the failed disk went unnoticed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let why = broken.failure().unwrap_or_default();
+    assert!(why.contains("fsync failed"), "{why}");
+    assert_eq!(broken.status().role, "down");
+    // The other two are a majority: puts go on.
+    assert_eq!(client.call(b"put 0 0 60 1\r\ny\r\n")?, "INSERTED 2\r\n");
+    for node in nodes.iter_mut().flatten() {
+        node.stop();
+    }
+    Ok(())
+}

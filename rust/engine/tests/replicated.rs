@@ -265,3 +265,23 @@ fn a_read_after_the_lease_ran_out_waits_for_a_barrier_commit() {
     assert_eq!(client.body(2), b"hi");
     handle.stop(std::time::Duration::from_secs(5));
 }
+
+#[test]
+fn a_closed_pipe_ends_the_waits_unanswered() {
+    let (mut handle, mut client, proposed, pipe) = start(&Replica::new(), 0);
+    client.send(b"put 5 0 60 2\r\nhi\r\n");
+    let (_, end) = proposed.recv().expect("the put's records");
+    ran(&handle, "cmd-put", 1);
+    // The term ends before the commit: the reply is never sent, the
+    // connection closes at once (not when the server's stop gives up).
+    pipe.close();
+    let mut rest = Vec::new();
+    let n = client
+        .reader
+        .read_to_end(&mut rest)
+        .expect("read to the end");
+    assert_eq!(n, 0, "a reply went out: {rest:?}");
+    // A commit arriving later changes nothing for the closed connection.
+    pipe.acknowledge(end);
+    handle.stop(std::time::Duration::from_secs(5));
+}

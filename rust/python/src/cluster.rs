@@ -173,6 +173,13 @@ impl PyClusterNode {
         pairs.map(|p| crate::stats_dict(py, p)).transpose()
     }
 
+    /// Why this node's Raft has stopped (a storage failure), if it has; None
+    /// while it runs (or after a clean stop).
+    fn failure(&self) -> Option<String> {
+        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        guard.as_ref().and_then(Node::failure)
+    }
+
     /// Enter drain mode: while this node leads, puts are answered DRAINING.
     fn drain(&self) {
         let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);

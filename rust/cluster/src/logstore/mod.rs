@@ -10,7 +10,7 @@
 //! Imports the codec, the types and openraft; nothing of the engine.
 
 mod files;
-mod writer;
+pub mod writer;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -126,7 +126,8 @@ impl LogStore {
     }
 
     /// Fault injection for tests: the milliseconds each group commit's fsync
-    /// is held back from now on (a slow disk), settable while the node runs.
+    /// is held back from now on (a slow disk), settable while the node runs;
+    /// [`writer::FAIL_SYNCS`] makes them fail (a dead disk).
     pub fn sync_stall(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.stall)
     }

@@ -21,6 +21,10 @@ use openraft::storage::LogFlushed;
 use super::files::LogFiles;
 use crate::types::TypeConfig;
 
+/// A stall (`LogStore::sync_stall`) of this value makes every later group
+/// commit's fsync fail instead (fault injection: a dead disk).
+pub const FAIL_SYNCS: u64 = u64::MAX;
+
 /// One operation for the writer.
 pub enum Op {
     /// Encoded entries (index, payload) and the callback that says they are durable.
@@ -182,8 +186,11 @@ impl Writer {
         if self.unsynced.is_empty() {
             return;
         }
-        let result = if self.fsync {
-            let stall = self.stall.load(Ordering::Relaxed);
+        let stall = self.stall.load(Ordering::Relaxed);
+        let result = if stall == FAIL_SYNCS {
+            let e = io::Error::other("fsync failed (injected)");
+            self.checked(|_| Err(e))
+        } else if self.fsync {
             if stall > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(stall));
             }

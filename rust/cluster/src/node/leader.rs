@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use beanpole_engine::server::{Admin, ServerConfig, ServerHandle};
+use beanpole_engine::wal::pipe::LogPipe;
 use beanpole_engine::wal::replicate;
 use openraft::ServerState;
 use tokio::sync::watch;
@@ -67,6 +68,9 @@ struct Serving {
     term: u64,
     handle: ServerHandle,
     proposer: JoinHandle<()>,
+    /// The store's pipe: closed at the term's end so replies waiting for a
+    /// commit give up at once.
+    pipe: Arc<LogPipe>,
 }
 
 /// Watch the metrics until Raft stops, serving while this node leads.
@@ -176,11 +180,18 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
             if leading.draining.load(Ordering::SeqCst) {
                 handle.drain();
             }
-            let proposer = tokio::spawn(propose::run(leading.raft.clone(), rx, pipe, lease, clock));
+            let proposer = tokio::spawn(propose::run(
+                leading.raft.clone(),
+                rx,
+                Arc::clone(&pipe),
+                lease,
+                clock,
+            ));
             Some(Serving {
                 term,
                 handle,
                 proposer,
+                pipe,
             })
         }
         Ok(Err(e)) => {
@@ -201,8 +212,12 @@ async fn stop_term(leading: &Leading, serving: Serving) {
     let Serving {
         mut handle,
         proposer,
+        pipe,
         ..
     } = serving;
+    // Connections waiting for a commit of this term end now (unanswered), not
+    // when the stop's patience runs out.
+    pipe.close();
     let _ = tokio::task::spawn_blocking(move || handle.stop(STOP)).await;
     proposer.abort();
 }

@@ -212,6 +212,8 @@ pub struct Node {
     draining: Arc<AtomicBool>,
     /// The size of the log held in memory.
     cache_size: crate::logstore::CacheSize,
+    /// The log writer's fault knob (tests).
+    sync_stall: Arc<std::sync::atomic::AtomicU64>,
     id: NodeId,
     _lock: DirLock,
 }
@@ -239,6 +241,7 @@ impl Node {
         let identity = Arc::new(Identity::open(&config.dir, config.id)?);
         let (log, sm) = open_storage_with(&config.dir, config.fsync)?;
         let cache_size = log.cache_size();
+        let sync_stall = log.sync_stall();
         let view = sm.view();
         let bind = |addr: &str, fd: Option<RawFd>, what| {
             let bound = match fd {
@@ -332,6 +335,7 @@ impl Node {
             client,
             draining,
             cache_size,
+            sync_stall,
             id: config.id,
             _lock: lock,
         })
@@ -363,6 +367,8 @@ impl Node {
         NodeStatus {
             id: self.id,
             role: match m.state {
+                // Raft has stopped on a fatal error: the node serves nothing.
+                _ if m.running_state.is_err() => "down",
                 ServerState::Leader => "leader",
                 ServerState::Follower => "follower",
                 ServerState::Candidate => "candidate",
@@ -383,6 +389,21 @@ impl Node {
                 .unwrap_or_default(),
             millis_since_quorum_ack: m.millis_since_quorum_ack,
         }
+    }
+
+    /// Why this node's Raft has stopped (a storage failure, a panic), if it
+    /// has: the node then serves nothing, and its process should end.
+    pub fn failure(&self) -> Option<String> {
+        self.runtime.as_ref()?;
+        let m = self.raft.metrics();
+        let state = &m.borrow().running_state;
+        state.as_ref().err().map(ToString::to_string)
+    }
+
+    /// Fault injection for tests: this node's log fsyncs held back by the
+    /// milliseconds stored (`logstore::writer::FAIL_SYNCS`: made to fail).
+    pub fn sync_stall(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        Arc::clone(&self.sync_stall)
     }
 
     /// Bytes of records the Raft log holds in memory now.

@@ -136,6 +136,8 @@ pub struct LogPipe {
     acked: AtomicU64,
     acked_tx: watch::Sender<u64>,
     waiters: AtomicUsize,
+    /// Set by [`LogPipe::close`]: waits end unacknowledged.
+    closed: AtomicBool,
     /// Held while an fsync runs (on a connection's thread or the writer's): two
     /// at once could acknowledge data of a segment the other one was syncing. A
     /// std mutex: connections only `try_lock` it; the writer thread sleeps on it
@@ -203,6 +205,7 @@ impl LogPipe {
             acked: AtomicU64::new(0),
             acked_tx: watch::Sender::new(0),
             waiters: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
             sync_turn: Mutex::new(()),
             rewrite: AtomicBool::new(false),
             failed: Mutex::new(Vec::new()),
@@ -376,9 +379,21 @@ impl LogPipe {
         // this look sees the registration and sends.
         self.waiters.fetch_add(1, Ordering::SeqCst);
         let done = self.acked.load(Ordering::SeqCst) >= position
-            || rx.wait_for(|&a| a >= position).await.is_ok();
+            || (rx
+                .wait_for(|&a| a >= position || self.closed.load(Ordering::SeqCst))
+                .await
+                .is_ok()
+                && self.acked.load(Ordering::SeqCst) >= position);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
         done
+    }
+
+    /// No position is acknowledged any more (a cluster leader's term has ended):
+    /// every wait ends now, unacknowledged, and so do later ones.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.acked_tx
+            .send_replace(self.acked.load(Ordering::SeqCst));
     }
 
     /// A receiver for the acknowledged log position.
