@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -27,24 +28,30 @@ from beanpole.cli.group import CONTEXT_SETTINGS
 
 __all__ = ["cluster"]
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
 #: The columns of ``status``, in order.
 COLUMNS = ("id", "role", "term", "leader", "commit", "last_log", "lag", "client", "peer")
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
 def cluster() -> None:
-    """Look at a replicated cluster (beanpole serve --cluster FILE --node N)."""
+    """Look at a replicated cluster: status, add, promote, remove."""
+
+
+def _cluster_option(help_text: str) -> Callable[[_F], _F]:
+    return click.option(
+        "--cluster",
+        "cluster_file",
+        required=True,
+        type=click.Path(dir_okay=False),
+        metavar="FILE",
+        help=help_text,
+    )
 
 
 @cluster.command()
-@click.option(
-    "--cluster",
-    "cluster_file",
-    required=True,
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="The cluster file ([[node]] entries with id, client and peer).",
-)
+@_cluster_option("The cluster file ([[node]] entries with id, client and peer).")
 @click.option(
     "--format",
     "fmt",
@@ -95,14 +102,7 @@ def _print_table(nodes: list[dict[str, Any]]) -> None:
 
 def _membership(op: str, doc: str) -> None:
     @cluster.command(name=op, help=doc)
-    @click.option(
-        "--cluster",
-        "cluster_file",
-        required=True,
-        type=click.Path(dir_okay=False),
-        metavar="FILE",
-        help="The cluster file; it lists the node with its addresses.",
-    )
+    @_cluster_option("The cluster file; it lists the node with its addresses.")
     @click.option(
         "--node", required=True, type=click.IntRange(min=1), metavar="ID", help="The node."
     )

@@ -75,7 +75,7 @@ COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
     "cluster": (
         "beanpole.cli.cluster",
         "cluster",
-        "Look at a replicated cluster: each node's role, term, commit and lag.",
+        "Look at a replicated cluster: status, add, promote, remove.",
     ),
 }
 

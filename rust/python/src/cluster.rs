@@ -147,19 +147,7 @@ impl PyClusterNode {
             let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             guard.as_ref().map(Node::status)
         };
-        let status = status.unwrap_or(NodeStatus {
-            id: self.id,
-            role: "down",
-            term: 0,
-            leader: None,
-            applied: 0,
-            last_log: 0,
-            serving: false,
-            voters: Vec::new(),
-            learners: Vec::new(),
-            matched: Vec::new(),
-            millis_since_quorum_ack: None,
-        });
+        let status = status.unwrap_or_else(|| NodeStatus::down(self.id));
         status_dict(py, &status)
     }
 

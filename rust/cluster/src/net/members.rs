@@ -21,9 +21,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use openraft::ChangeMembers;
-use tokio::net::TcpStream;
 
-use super::status::StatusError;
+use super::status::{self, StatusError};
 use super::wire::{self, finish, start};
 use crate::codec::{self, CodecError, Reader};
 use crate::types::{NodeId, Peer, Raft};
@@ -196,27 +195,8 @@ pub async fn request(
     change: &Change,
     timeout: Duration,
 ) -> Result<(bool, String), StatusError> {
-    let ask = async {
-        let mut stream = TcpStream::connect(addr)
-            .await
-            .map_err(StatusError::Connect)?;
-        wire::write_frame(&mut stream, &self::change(change))
-            .await
-            .map_err(StatusError::Broken)?;
-        let (kind, body) = wire::read_frame(&mut stream, 1 << 20)
-            .await
-            .map_err(StatusError::Broken)?;
-        match kind {
-            ANSWER => read_answer(&body).map_err(StatusError::Garbled),
-            wire::REFUSED => Err(StatusError::Refused(
-                wire::read_refused(&body).unwrap_or_default(),
-            )),
-            _ => Err(StatusError::Garbled(CodecError::Truncated)),
-        }
-    };
-    tokio::time::timeout(timeout, ask)
-        .await
-        .map_err(|_| StatusError::Timeout)?
+    let body = status::ask_once(addr, &self::change(change), ANSWER, timeout).await?;
+    read_answer(&body).map_err(StatusError::Garbled)
 }
 
 #[cfg(test)]

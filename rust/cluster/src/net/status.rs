@@ -166,18 +166,31 @@ pub fn read_reply(body: &[u8]) -> Result<Status, CodecError> {
 
 /// Ask the node at `addr` (its peer address) for its status, within `timeout`.
 pub async fn query(addr: &str, timeout: Duration) -> Result<Status, StatusError> {
+    let body = ask_once(addr, &ask(), STATUS, timeout).await?;
+    read_reply(&body).map_err(StatusError::Garbled)
+}
+
+/// Send `frame` as the first and only request of a new connection to `addr`
+/// and read the one answer, which must be of kind `answer` (a refusal is
+/// [`StatusError::Refused`]); its body. All within `timeout`.
+pub async fn ask_once(
+    addr: &str,
+    frame: &[u8],
+    answer: u8,
+    timeout: Duration,
+) -> Result<Vec<u8>, StatusError> {
     let ask = async {
         let mut stream = TcpStream::connect(addr)
             .await
             .map_err(StatusError::Connect)?;
-        wire::write_frame(&mut stream, &ask())
+        wire::write_frame(&mut stream, frame)
             .await
             .map_err(StatusError::Broken)?;
         let (kind, body) = wire::read_frame(&mut stream, 1 << 20)
             .await
             .map_err(StatusError::Broken)?;
         match kind {
-            STATUS => read_reply(&body).map_err(StatusError::Garbled),
+            k if k == answer => Ok(body),
             wire::REFUSED => Err(StatusError::Refused(
                 wire::read_refused(&body).unwrap_or_default(),
             )),
@@ -187,6 +200,11 @@ pub async fn query(addr: &str, timeout: Duration) -> Result<Status, StatusError>
     tokio::time::timeout(timeout, ask)
         .await
         .map_err(|_| StatusError::Timeout)?
+}
+
+/// The name of a Raft role, as status shows it.
+pub fn role_name(state: ServerState) -> &'static str {
+    ROLES[role_code(state) as usize]
 }
 
 #[cfg(test)]

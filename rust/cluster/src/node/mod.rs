@@ -23,7 +23,6 @@ use std::time::Duration;
 use beanpole_engine::server::{Admin, ServerConfig};
 use beanpole_engine::stats::StatValue;
 use beanpole_engine::wal::fs::DirLock;
-use openraft::ServerState;
 use thiserror::Error;
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
@@ -200,6 +199,25 @@ pub struct NodeStatus {
     pub millis_since_quorum_ack: Option<u64>,
 }
 
+impl NodeStatus {
+    /// The status of a node that does not run.
+    pub fn down(id: NodeId) -> NodeStatus {
+        NodeStatus {
+            id,
+            role: "down",
+            term: 0,
+            leader: None,
+            applied: 0,
+            last_log: 0,
+            serving: false,
+            voters: Vec::new(),
+            learners: Vec::new(),
+            matched: Vec::new(),
+            millis_since_quorum_ack: None,
+        }
+    }
+}
+
 /// A running node.
 pub struct Node {
     runtime: Option<Runtime>,
@@ -349,31 +367,16 @@ impl Node {
     /// The node's view of the cluster now.
     pub fn status(&self) -> NodeStatus {
         if self.runtime.is_none() {
-            return NodeStatus {
-                id: self.id,
-                role: "down",
-                term: 0,
-                leader: None,
-                applied: 0,
-                last_log: 0,
-                serving: false,
-                voters: Vec::new(),
-                learners: Vec::new(),
-                matched: Vec::new(),
-                millis_since_quorum_ack: None,
-            };
+            return NodeStatus::down(self.id);
         }
         let m = self.raft.metrics().borrow().clone();
         NodeStatus {
             id: self.id,
-            role: match m.state {
+            role: if m.running_state.is_err() {
                 // Raft has stopped on a fatal error: the node serves nothing.
-                _ if m.running_state.is_err() => "down",
-                ServerState::Leader => "leader",
-                ServerState::Follower => "follower",
-                ServerState::Candidate => "candidate",
-                ServerState::Learner => "learner",
-                ServerState::Shutdown => "down",
+                "down"
+            } else {
+                crate::net::status::role_name(m.state)
             },
             term: m.current_term,
             leader: m.current_leader,
