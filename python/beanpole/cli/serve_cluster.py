@@ -66,13 +66,9 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
                 )
     from beanpole import _core
 
-    hooks = []
-    for spec in config.hooks:
-        try:
-            hooks.append(load_hook(spec))
-        except HookError as err:
-            raise ServeError(str(err)) from None
-
+    # Config has checked that a cluster comes with a node and a data directory.
+    assert config.cluster is not None
+    assert config.node is not None and config.binlog_dir is not None
     token = None
     if config.admin_token_file is not None:
         from beanpole.ops.dashboard.actions import TokenError, load_token
@@ -81,9 +77,16 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
             token = load_token(config.admin_token_file).decode("ascii")
         except TokenError as err:
             raise ServeError(str(err)) from None
-    # Config has checked that a cluster comes with a node and a data directory.
-    assert config.cluster is not None
-    assert config.node is not None and config.binlog_dir is not None
+    # Hooks and the HTTP endpoint first: what they refuse stops the start before the
+    # node runs.
+    node = ServedNode(config.cluster, config.node, config)
+    try:
+        for spec in config.hooks:
+            load_hook(spec)(node)
+        node.listen()
+    except (HookError, ServerError, OSError) as err:
+        node.close()
+        raise ServeError(str(err)) from None
     # The signals are blocked before the node's threads start (they inherit the mask),
     # so that only the wait below takes them.
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
@@ -101,21 +104,10 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
             admin_token=token,
         )
     except (OSError, ValueError) as err:
+        node.close()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
         raise ServeError(str(err)) from None
-    node = ServedNode(native, config.cluster, config)
-    try:
-        for install in hooks:
-            install(node)
-        node.start()
-    except (HookError, ServerError, OSError, ValueError) as err:
-        node.stop()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
-        raise ServeError(str(err)) from None
-    except BaseException:
-        node.stop()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
-        raise
+    node.start(native)
     notifier = systemd.Notifier(on_error=lambda err: None)
     host, port = node.address
     shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

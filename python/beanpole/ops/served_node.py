@@ -17,6 +17,7 @@ Imports ``beanpole.server`` and the rest of ``beanpole.ops``; nothing of
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from beanpole.server.embedded import ServerError
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from beanpole.config import Config
     from beanpole.ops.dashboard import Dashboard
     from beanpole.ops.dashboard.node_source import NodeSource
-    from beanpole.ops.http import HttpServer
+    from beanpole.ops.http import Counters, HttpServer, Reply, Request, Response
 
 __all__ = ["ServedNode"]
 
@@ -35,23 +36,28 @@ _TEXT = "text/plain; charset=utf-8"
 
 
 class ServedNode(Node):
-    """:class:`~beanpole.server.node.Node` ``native`` with the HTTP endpoint and the
-    dashboard on ``config.http`` (none when it is None); the other HTTP settings
-    (tokens, allowed hosts, the connection cap, TLS for ``tls:``, the per-tube cap of
-    the metrics) come from ``config`` too. ``watch`` goes to :class:`Node`."""
+    """A :class:`~beanpole.server.node.Node` with the HTTP endpoint and the dashboard
+    on ``config.http`` (none when it is None), opened by :meth:`listen` before the
+    native node starts (so a port in use stops the start before the node runs); the
+    other HTTP settings (tokens, allowed hosts, the connection cap, TLS for ``tls:``,
+    the per-tube cap of the metrics) come from ``config`` too. ``watch`` goes to
+    :class:`Node`."""
 
     def __init__(
         self,
-        native: _core.ClusterNode,
         cluster_file: str | os.PathLike[str],
+        node_id: int,
         config: Config,
         **watch: Any,
     ) -> None:
-        super().__init__(native, cluster_file, hook_queue=config.hook_queue, **watch)
+        super().__init__(cluster_file, node_id, hook_queue=config.hook_queue, **watch)
         self.config = config
         self._http: HttpServer | None = None
         self._dashboard: Dashboard | None = None
         self._metrics_source: NodeSource | None = None
+        self._metrics_route: Callable[[], Response] | None = None
+        self._tokens: tuple[bytes | None, bytes | None] = (None, None)
+        self._counters: Counters | None = None
 
     @property
     def http_address(self) -> tuple[str, int] | None:
@@ -62,53 +68,72 @@ class ServedNode(Node):
     def dashboard(self) -> Dashboard | None:
         return self._dashboard
 
-    def start(self) -> None:
-        """Serve HTTP (when asked), then watch. Raises :class:`ServerError` or
-        :class:`OSError` naming the address when the endpoint cannot start (nothing
-        of it is left running)."""
+    def listen(self) -> None:
+        """Serve HTTP when ``http`` is set; until :meth:`start` every path but
+        ``/readyz`` answers 503 ``starting``. Raises :class:`ServerError` or
+        :class:`OSError` naming the address when the endpoint cannot start, or a token
+        file cannot be read (nothing of it is left running)."""
         address = self.config.http
-        if address is not None:
-            self._start_http(address)
-        super().start()
-
-    def _start_http(self, address: str) -> None:
-        from beanpole.ops.cluster_metrics import NodeCollector, queue_collector
-        from beanpole.ops.dashboard import Dashboard
-        from beanpole.ops.dashboard.node_source import NodeSource
-        from beanpole.ops.http import Counters, Response, endpoint, metrics_route, readyz_route
+        if address is None or self._http is not None:
+            return
+        from beanpole.ops.http import Counters, endpoint, readyz_route
         from beanpole.ops.served import read_tokens
 
-        admin, read = read_tokens(self.config)
-        source = NodeSource(self)
-        metrics_source = NodeSource(self)  # its own connection: a scrape never waits
-        dashboard = Dashboard([source], admin, read_token=read, cluster=self.view)
-        counters = Counters()
-
-        def healthz() -> Response:
-            if self.status()["role"] == "down":
-                return 503, _TEXT, b"stopped\n"
-            return 200, _TEXT, b"ok\n"
-
+        self._tokens = read_tokens(self.config)
+        self._counters = counters = Counters()
         routes = {
-            "/metrics": metrics_route(
-                queue_collector(metrics_source, self.config.metrics_max_tubes),
-                counters=counters,
-                extra=NodeCollector(self),
-            ),
-            "/healthz": healthz,
+            "/metrics": self._metrics,
+            "/healthz": self._healthz,
             "/readyz": readyz_route(self.not_ready),
         }
         try:
-            self._http = endpoint(self.config, address, routes, dashboard, counters)
-        except (OSError, ValueError) as err:
-            dashboard.close()
-            metrics_source.close()
-            if isinstance(err, ValueError):
-                raise ServerError(f"cannot serve HTTP on {address}: {err}") from None
+            self._http = endpoint(self.config, address, routes, self._app, counters)
+        except ValueError as err:
+            raise ServerError(f"cannot serve HTTP on {address}: {err}") from None
+        except OSError as err:
             reason = err.strerror or str(err)
             raise OSError(err.errno, f"cannot serve HTTP on {address}: {reason}") from None
-        self._dashboard = dashboard
-        self._metrics_source = metrics_source
+
+    def start(self, native: _core.ClusterNode) -> None:
+        super().start(native)
+        if self._http is None:
+            return
+        from beanpole.ops.cluster_metrics import NodeCollector, queue_collector
+        from beanpole.ops.dashboard import Dashboard
+        from beanpole.ops.dashboard.node_source import NodeSource
+        from beanpole.ops.http import metrics_route
+
+        admin, read = self._tokens
+        self._metrics_source = source = NodeSource(self)  # its own connection
+        self._metrics_route = metrics_route(
+            queue_collector(source, self.config.metrics_max_tubes),
+            counters=self._counters,
+            extra=NodeCollector(self),
+        )
+        self._dashboard = Dashboard([NodeSource(self)], admin, read_token=read, cluster=self.view)
+
+    # -- the endpoint's answers ---------------------------------------------------------
+
+    def _metrics(self) -> Response:
+        route = self._metrics_route
+        if route is None:
+            return 503, _TEXT, b"starting\n"
+        return route()
+
+    def _healthz(self) -> Response:
+        if self.native is None:
+            return 503, _TEXT, b"starting\n"
+        if self.status()["role"] == "down":
+            return 503, _TEXT, b"stopped\n"
+        return 200, _TEXT, b"ok\n"
+
+    def _app(self, request: Request) -> Reply | None:
+        dashboard = self._dashboard
+        if dashboard is None:
+            from beanpole.ops.http_wire import error_reply
+
+            return error_reply(503, "starting")
+        return dashboard(request)
 
     def _stop_http(self) -> None:
         http, self._http = self._http, None

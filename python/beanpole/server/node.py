@@ -59,15 +59,17 @@ class Member:
 
 
 class Node:
-    """Node ``native`` of the cluster in ``cluster_file``, watched until :meth:`stop`
-    (or :meth:`close`, which leaves the native node running). ``election_timeout_ms``
-    is the longest election timeout the node runs with (800 for ``serve --cluster``):
-    a leader no majority has acknowledged for longer is not ready."""
+    """Node ``node_id`` of the cluster in ``cluster_file``, watched from :meth:`start`
+    (given the started native node) until :meth:`stop` (or :meth:`close`, which
+    leaves the native node running). Hooks may be added before the start.
+    ``election_timeout_ms`` is the longest election timeout the node runs with (800
+    for ``serve --cluster``): a leader no majority has acknowledged for longer is not
+    ready."""
 
     def __init__(
         self,
-        native: _core.ClusterNode,
         cluster_file: str | os.PathLike[str],
+        node_id: int,
         *,
         election_timeout_ms: int = 800,
         hook_queue: int = 65536,
@@ -76,8 +78,8 @@ class Node:
         probe_timeout: float = 0.5,
         down_after: int = 2,
     ) -> None:
-        self.native = native
-        self.id = native.node
+        self.native: _core.ClusterNode | None = None
+        self.id = node_id
         self.cluster_file = cluster_file
         self.election_timeout_ms = election_timeout_ms
         self._poll_every = poll_every
@@ -98,7 +100,13 @@ class Node:
     @property
     def address(self) -> tuple[str, int]:
         """Where this node's clients connect (it serves them, or relays them)."""
-        return self.native.address
+        return self._native().address
+
+    def _native(self) -> _core.ClusterNode:
+        native = self.native
+        if native is None:
+            raise RuntimeError(f"node {self.id} has not been started")
+        return native
 
     @property
     def hook_events_dropped(self) -> int:
@@ -128,8 +136,12 @@ class Node:
 
     # -- life -----------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start the hook thread and the watch."""
+    def start(self, native: _core.ClusterNode) -> None:
+        """Watch ``native`` (started, with this node's id): start the hook thread and
+        the watch."""
+        if native.node != self.id:
+            raise ValueError(f"native node {native.node} is not node {self.id}")
+        self.native = native
         self._hooks.start()
         thread = threading.Thread(target=self._watch, name="beanpole-node-watch", daemon=True)
         self._thread = thread
@@ -152,16 +164,18 @@ class Node:
         thread = self._thread
         if thread is not None:
             thread.join()
-        self.native.stop()
+        if self.native is not None:
+            self.native.stop()
         self._hooks.emit("shutdown", f"node={self.id}")
         self._hooks.close()
 
     # -- the watch ------------------------------------------------------------------------
 
     def _watch(self) -> None:
+        native = self._native()
         next_probe = 0.0
         while not self._halt.is_set():
-            status = self.native.status()
+            status = native.status()
             self._see_leader(status)
             if time.monotonic() >= next_probe:
                 self._probe(status)
@@ -208,13 +222,20 @@ class Node:
     # -- what it shows --------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        """The native node's status now (``_core.ClusterNode.status``)."""
-        return dict(self.native.status())
+        """The native node's status now (``_core.ClusterNode.status``); role
+        ``down`` before the start."""
+        native = self.native
+        if native is None:
+            return {"id": self.id, "role": "down", "term": 0, "leader": None, "applied": 0,
+                    "last_log": 0, "serving": False}  # fmt: skip
+        return dict(native.status())
 
     def not_ready(self, status: dict[str, Any] | None = None) -> str | None:
         """Why this node cannot have a client's change acknowledged now, or None: it
         knows no leader, or it leads and no majority acknowledged it within the
         election timeout, or it leads and does not serve yet."""
+        if self.native is None:
+            return "starting"
         if status is None:
             status = self.status()
         if status["role"] == "down":
@@ -226,8 +247,10 @@ class Node:
                 "an election is under way or no majority of the voters answers"
             )
         if status["role"] != "leader":
-            member = self._members.get(int(leader))
-            if member is not None and member.fails >= self._down_after:
+            with self._lock:
+                member = self._members.get(int(leader))
+                gone = member is not None and member.fails >= self._down_after
+            if gone:
                 return f"leader {leader} does not answer (an election will follow)"
             return None
         ack = status.get("millis_since_quorum_ack")

@@ -38,6 +38,7 @@ _STATIC: Final = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/static/app.css": ("app.css", "text/css; charset=utf-8"),
+    "/static/cluster.js": ("cluster.js", "text/javascript; charset=utf-8"),
 }
 _JSON: Final = "application/json"
 #: beanstalkd's longest tube name, in bytes.
