@@ -10,8 +10,8 @@
 - ``/readyz``: 503 with the reason while :meth:`Node.not_ready` gives one;
 - the dashboard, with the cluster panel (``/api/cluster``).
 
-Imports ``beanpole.server`` and the rest of ``beanpole.ops``; nothing of
-``beanpole.cli``.
+Ops layer: imports the server, the clients and the settings at most; nothing of
+``beanpole.cli`` or ``.spark``.
 """
 
 from __future__ import annotations
