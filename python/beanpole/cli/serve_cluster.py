@@ -77,6 +77,10 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
             token = load_token(config.admin_token_file).decode("ascii")
         except TokenError as err:
             raise ServeError(str(err)) from None
+    # The signals are blocked before any thread starts (threads inherit the mask: the
+    # HTTP endpoint's, the node's, a hook module's), so that only the wait below takes
+    # them.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
     # Hooks and the HTTP endpoint first: what they refuse stops the start before the
     # node runs.
     node = ServedNode(config.cluster, config.node, config)
@@ -86,10 +90,12 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
         node.listen()
     except (HookError, ServerError, OSError) as err:
         node.close()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
         raise ServeError(str(err)) from None
-    # The signals are blocked before the node's threads start (they inherit the mask),
-    # so that only the wait below takes them.
-    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
+    except BaseException:
+        node.close()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
+        raise
     try:
         native = _core.ClusterNode.start(
             config.cluster,
