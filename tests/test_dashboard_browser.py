@@ -328,3 +328,50 @@ def test_no_request_leaves_for_another_host(browser: Any, tmp_path: Path) -> Non
         finally:
             stop.set()
             worker.join(TIMEOUT)
+
+
+def test_a_cluster_nodes_page_shows_its_panel_and_why_it_is_not_ready(browser: Any) -> None:
+    from beanpole.ops.served_node import ServedNode
+
+    with beanpole.Cluster(nodes=3) as cluster:
+        leader = cluster.leader()
+        native = cluster.node(leader)
+        assert native is not None and cluster.cluster_file is not None
+        node = ServedNode(
+            cluster.cluster_file, leader, beanpole.Config(http="127.0.0.1:0"),
+            election_timeout_ms=600, probe_every=0.2,
+        )  # fmt: skip
+        node.listen()
+        node.start(native)
+        try:
+            assert node.http_address is not None
+            with greenstalk.Client(cluster.address(leader), use="replicated") as c:
+                c.put("kept by a majority")
+            open_page(browser, base_url(node.http_address) + "/")
+            wait(browser, lambda d: text_of(d, cell("replicated", "current-jobs-ready")) == "1")
+            facts = '#cluster-facts [data-key="{}"] dd'
+            assert text_of(browser, facts.format("role")) == "leader"
+            assert text_of(browser, facts.format("leader")) == str(leader)
+            assert text_of(browser, facts.format("ready")) == "yes"
+            others = [n for n in cluster.nodes if n != leader]
+            up = '#cluster-members tr[data-node="{}"] td[data-key="up"]'
+            for n in others:
+                wait(browser, lambda d, n=n: text_of(d, up.format(n)) == "yes")
+            assert find(browser, "#cluster-reason").is_displayed() is False
+
+            for n in others:
+                cluster.stop_node(n)
+            wait(browser, lambda d: (text_of(d, "#cluster-reason") or "").startswith(
+                "not ready: no quorum: a majority of the voters last acknowledged"))
+            assert find(browser, "#cluster-reason").is_displayed()
+            for n in others:
+                wait(browser, lambda d, n=n: (text_of(d, up.format(n)) or "").startswith("NO: "))
+            assert text_of(browser, facts.format("ready")) == "no"
+        finally:
+            node.close()
+
+    # A single server's page has no cluster panel.
+    with beanpole.Server(port=0, http="127.0.0.1:0") as srv:
+        assert srv.http_address is not None
+        open_page(browser, base_url(srv.http_address) + "/")
+        assert browser.execute_script("return document.getElementById('cluster-view').hidden")

@@ -4,13 +4,16 @@ cluster (``beanpole._core.ClusterNode``) until SIGTERM or SIGINT.
 The node's client and peer addresses come from the cluster file; it serves clients
 while it leads, and relays them to the leader while it does not (a client's connection
 ends when the leader it reaches goes; keeping it through a change of leader comes
-later). Settings a node does not take yet are refused with one line:
-its addresses are the file's, the Raft log is synced before a reply (``-F``: never,
-a weaker setting: a majority's acknowledgement then means written to their operating
-systems, which a crash of those machines can lose), and the
-HTTP endpoint, TLS, hooks and switching user are for single servers for now. With
+later). ``--http`` serves the node's metrics, health, readiness and dashboard
+(:class:`beanpole.ops.served_node.ServedNode`; ``tls:`` with ``--tls-cert`` and
+``--tls-key``), and ``--hooks`` modules get the node's events (``leader-elected``,
+``node-down``, ``shutdown``). Settings a node does not take yet are refused with one
+line: its addresses are the file's, the Raft log is synced before a reply (``-F``:
+never, a weaker setting: a majority's acknowledgement then means written to their
+operating systems, which a crash of those machines can lose), its client address has
+no TLS, and switching user is for single servers for now. With
 ``--admin-token-file`` the node takes membership changes (``beanpole cluster add``,
-``promote``, ``remove``) that carry that token.
+``promote``, ``remove``) that carry that token, and the dashboard's actions.
 
 The command, the top layer: imports any layer but ``beanpole.spark``; only
 :mod:`beanpole.cli.serve_run` imports it.
@@ -23,9 +26,13 @@ import signal
 from typing import Any, Final
 
 from beanpole import logs
+from beanpole.addr import is_tls_http
 from beanpole.cli.serve_errors import ServeError
 from beanpole.config import Config, flag
+from beanpole.ops.served_node import ServedNode
 from beanpole.server import systemd
+from beanpole.server.embedded import ServerError
+from beanpole.server.hooks import HookError, load_hook
 
 __all__ = ["run_node"]
 
@@ -39,13 +46,10 @@ _NOT_FOR_NODES: Final = {
     "fsync_ms": "a node syncs its Raft log before every reply (or never, with -F)",
     "segment_size": "a node's log is its Raft log",
     "skip_corrupt": "a node's log is its Raft log",
-    "http": "not available on cluster nodes yet",
-    "tls_cert": "not available on cluster nodes yet",
-    "tls_key": "not available on cluster nodes yet",
-    "tls_client_ca": "not available on cluster nodes yet",
-    "hooks": "not available on cluster nodes yet",
     "user": "not available on cluster nodes yet",
 }
+#: TLS settings: on a node they serve only ``--http tls:HOST:PORT``.
+_TLS: Final = ("tls_cert", "tls_key", "tls_client_ca")
 _STOP: Final = {signal.SIGTERM, signal.SIGINT}
 #: Seconds between looks at the node's health while waiting for a signal.
 _CHECK_EVERY: Final = 0.5
@@ -56,8 +60,18 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
     for name, why in _NOT_FOR_NODES.items():
         if name in flags or getattr(config, name) != getattr(_DEFAULTS, name):
             raise ServeError(f"{flag(name)} cannot be used with --cluster: {why}")
+    if not is_tls_http(config.http or ""):
+        for name in _TLS:
+            if getattr(config, name) is not None:
+                raise ServeError(
+                    f"{flag(name)} cannot be used with --cluster except for --http "
+                    "tls:HOST:PORT: a node's client address has no TLS yet"
+                )
     from beanpole import _core
 
+    # Config has checked that a cluster comes with a node and a data directory.
+    assert config.cluster is not None
+    assert config.node is not None and config.binlog_dir is not None
     token = None
     if config.admin_token_file is not None:
         from beanpole.ops.dashboard.actions import TokenError, load_token
@@ -66,14 +80,27 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
             token = load_token(config.admin_token_file).decode("ascii")
         except TokenError as err:
             raise ServeError(str(err)) from None
-    # Config has checked that a cluster comes with a node and a data directory.
-    assert config.cluster is not None
-    assert config.node is not None and config.binlog_dir is not None
-    # The signals are blocked before the node's threads start (they inherit the mask),
-    # so that only the wait below takes them.
+    # The signals are blocked before any thread starts (threads inherit the mask: the
+    # HTTP endpoint's, the node's, a hook module's), so that only the wait below takes
+    # them.
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP)
+    # Hooks and the HTTP endpoint first: what they refuse stops the start before the
+    # node runs.
+    node = ServedNode(config.cluster, config.node, config)
     try:
-        node = _core.ClusterNode.start(
+        for spec in config.hooks:
+            load_hook(spec)(node)
+        node.listen()
+    except (HookError, ServerError, OSError) as err:
+        node.close()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
+        raise ServeError(str(err)) from None
+    except BaseException:
+        node.close()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
+        raise
+    try:
+        native = _core.ClusterNode.start(
             config.cluster,
             config.node,
             config.binlog_dir,
@@ -87,8 +114,10 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
             fsync=not config.no_fsync,
         )
     except (OSError, ValueError) as err:
+        node.close()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)
         raise ServeError(str(err)) from None
+    node.start(native)
     notifier = systemd.Notifier(on_error=lambda err: None)
     host, port = node.address
     shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -101,9 +130,15 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
         "never synced (-F)" if config.no_fsync else "synced before every reply",
         extra={"bare": True},
     )
+    if node.http_address is not None:
+        scheme = "https" if is_tls_http(config.http or "") else "http"
+        http_host, http_port = node.http_address
+        at = f"[{http_host}]:{http_port}" if ":" in http_host else f"{http_host}:{http_port}"
+        _LOG.info("metrics on %s://%s/metrics", scheme, at)
+        _LOG.info("dashboard on %s://%s/", scheme, at)
     notifier.ready(f"cluster node {config.node}, clients on {shown}")
     try:
-        failure = _wait(node)
+        failure = _wait(native)
         notifier.stopping()
     finally:
         node.stop()

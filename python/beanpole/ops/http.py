@@ -39,6 +39,9 @@ from beanpole.ops.http_wire import (
 if TYPE_CHECKING:
     import ssl
 
+    from prometheus_client.registry import Collector
+
+    from beanpole.config import Config
     from beanpole.ops.metrics import MetricsBuilder
     from beanpole.server.embedded import Server
 
@@ -56,7 +59,9 @@ __all__ = [
     "Request",
     "Response",
     "collector_of",
+    "endpoint",
     "metrics_route",
+    "readyz_route",
     "serve_http",
     "ssl_context_of",
 ]
@@ -252,9 +257,11 @@ def metrics_route(
     collect_into: Callable[[MetricsBuilder], None],
     labels: tuple[str, ...] = (),
     counters: Counters | None = None,
+    extra: Collector | None = None,
 ) -> Route:
     """A ``/metrics`` route filled by ``collect_into`` once per scrape, with the
-    endpoint's own ``counters`` (connections open, refused, evicted, timed out)."""
+    endpoint's own ``counters`` (connections open, refused, evicted, timed out) and
+    the families of ``extra`` (a cluster node's)."""
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     from beanpole.ops.metrics import SnapshotCollector, registry_of
@@ -264,7 +271,10 @@ def metrics_route(
         if counters is not None:
             builder.add_http(counters.open, counters.refused, counters.evicted, counters.timed_out)
 
-    registry = registry_of(SnapshotCollector(collect, labels))
+    collectors: list[Collector] = [SnapshotCollector(collect, labels)]
+    if extra is not None:
+        collectors.append(extra)
+    registry = registry_of(*collectors)
 
     def route() -> Response:
         return 200, CONTENT_TYPE_LATEST, generate_latest(registry)
@@ -293,12 +303,6 @@ def serve_http(server: Server, address: str, app: App | None = None) -> HttpServ
     """The endpoint of an embedded server: its metrics, health and readiness, and
     ``app`` (the dashboard) for the other paths; the HTTP settings (allowed hosts,
     connection cap, certificates for ``tls:``) come from the server's config."""
-    config = server.config
-    context = None
-    if is_tls_http(address):
-        if config.tls_cert is None or config.tls_key is None:
-            raise ValueError(f"{address} needs --tls-cert and --tls-key")
-        context = ssl_context_of(config.tls_cert, config.tls_key, config.tls_client_ca)
     counters = Counters()
 
     def healthz() -> Response:
@@ -306,16 +310,43 @@ def serve_http(server: Server, address: str, app: App | None = None) -> HttpServ
             return 200, _TEXT, b"ok\n"
         return 503, _TEXT, b"stopped\n"
 
+    metrics = metrics_route(collector_of(server), counters=counters)
+    readyz = readyz_route(lambda: _not_ready(server))
+    routes = {"/metrics": metrics, "/healthz": healthz, "/readyz": readyz}
+    return endpoint(server.config, address, routes, app, counters)
+
+
+def readyz_route(not_ready: Callable[[], str | None]) -> Route:
+    """``/readyz``: 200 ``ready``, or 503 ``not ready: REASON`` while ``not_ready``
+    gives a reason."""
+
     def readyz() -> Response:
-        reason = _not_ready(server)
+        reason = not_ready()
         if reason is None:
             return 200, _TEXT, b"ready\n"
         return 503, _TEXT, f"not ready: {reason}\n".encode()
 
-    metrics = metrics_route(collector_of(server), counters=counters)
+    return readyz
+
+
+def endpoint(
+    config: Config,
+    address: str,
+    routes: Mapping[str, Route],
+    app: App | None,
+    counters: Counters,
+) -> HttpServer:
+    """An :class:`HttpServer` for ``routes`` and ``app`` on ``address`` with the HTTP
+    settings of ``config``: allowed hosts, the connection cap, and for ``tls:`` the
+    certificate, key and client CA."""
+    context = None
+    if is_tls_http(address):
+        if config.tls_cert is None or config.tls_key is None:
+            raise ValueError(f"{address} needs --tls-cert and --tls-key")
+        context = ssl_context_of(config.tls_cert, config.tls_key, config.tls_client_ca)
     return HttpServer(
         address,
-        {"/metrics": metrics, "/healthz": healthz, "/readyz": readyz},
+        routes,
         app,
         allowed_hosts=config.http_allowed_host,
         ssl_context=context,

@@ -237,8 +237,9 @@ class SnapshotCollector(Collector):
         return list(builder.families())
 
 
-def registry_of(collector: Collector) -> CollectorRegistry:
-    """A registry holding only ``collector`` (no process or platform metrics)."""
+def registry_of(*collectors: Collector) -> CollectorRegistry:
+    """A registry holding only ``collectors`` (no process or platform metrics)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    for collector in collectors:
+        registry.register(collector)
     return registry

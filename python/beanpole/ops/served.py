@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from beanpole.ops.dashboard import Dashboard
     from beanpole.ops.http import HttpServer
 
-__all__ = ["Server"]
+__all__ = ["Server", "read_tokens"]
 
 
 class Server(embedded.Server):
@@ -81,7 +81,7 @@ class Server(embedded.Server):
 
     def _prepare_beside(self) -> None:
         # The token files may be readable by root only: read before switching user.
-        self._tokens = _tokens(self.config)
+        self._tokens = read_tokens(self.config)
 
     def _start_beside(self, handle: ServerHandle) -> None:
         http = self.config.http
@@ -111,7 +111,7 @@ class Server(embedded.Server):
             dashboard.close()
 
 
-def _tokens(cfg: Config) -> tuple[bytes | None, bytes | None]:
+def read_tokens(cfg: Config) -> tuple[bytes | None, bytes | None]:
     """The dashboard's admin and read tokens, read from ``admin_token_file`` and
     ``http_read_token_file`` (None without the file or without ``http``)."""
     if cfg.http is None or (cfg.admin_token_file is None and cfg.http_read_token_file is None):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias
 if TYPE_CHECKING:
     from beanpole._core import EventStream, ServerHandle
 
-__all__ = ["KINDS", "Event", "Hook", "HookError", "load_hook"]
+__all__ = ["KINDS", "NODE_KINDS", "Event", "Hook", "HookError", "load_hook"]
 
 #: Every kind of event a hook can be registered for.
 KINDS: Final = (
@@ -41,6 +41,9 @@ KINDS: Final = (
     "log-recovered",
     "connection-refused",
 )
+#: The kinds a cluster node's hooks get (``beanpole serve --cluster``): made by the
+#: node's watch in Python (:mod:`beanpole.server.node`), not by the engine.
+NODE_KINDS: Final = ("leader-elected", "node-down", "shutdown")
 #: Queue size used while only log lines flow (no hook registered yet).
 _MESSAGES_ONLY_QUEUE: Final = 1024
 #: How often, at most, dropped events are reported in the log.
@@ -78,10 +81,17 @@ class HookError(ValueError):
     """A hook cannot be registered or loaded (unknown kind, bad MODULE:FUNCTION)."""
 
 
-def check_kind(kind: str) -> str:
-    if kind not in KINDS:
-        raise HookError(f"unknown event kind {kind!r}; kinds: {', '.join(KINDS)}")
-    return kind
+def check_kind(kind: str, kinds: tuple[str, ...] = KINDS) -> str:
+    """``kind`` if it is one of ``kinds`` (a single server's, or :data:`NODE_KINDS`);
+    else :class:`HookError` naming the kinds there are."""
+    if kind in kinds:
+        return kind
+    if kind in KINDS or kind in NODE_KINDS:
+        where = "single servers" if kind in KINDS else "cluster nodes"
+        raise HookError(
+            f"event kind {kind!r} is for {where} only; kinds here: {', '.join(kinds)}"
+        )
+    raise HookError(f"unknown event kind {kind!r}; kinds: {', '.join(kinds)}")
 
 
 def load_hook(spec: str) -> Callable[..., object]:
@@ -177,7 +187,7 @@ class Dispatcher:
             # The engine's side calls the hooks: it builds each Event and calls the
             # kind's hooks in order, a batch at a time, with no Python loop between.
             taken = stream.deliver(
-                Event, self._hooks, _hook_failed, _log_message, 4096, _DROP_REPORT_EVERY
+                Event, self._hooks, hook_failed, _log_message, 4096, _DROP_REPORT_EVERY
             )
             if taken is None:
                 with self._lock:
@@ -188,7 +198,7 @@ class Dispatcher:
         drops.check(final=True)
 
 
-def _hook_failed(fn: Hook, event: Event, error: BaseException) -> None:
+def hook_failed(fn: Hook, event: Event, error: BaseException) -> None:
     name = getattr(fn, "__qualname__", repr(fn))
     logger.error("hook %s for %r failed", name, event.kind, exc_info=error)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any, Final
 from urllib.parse import parse_qsl, unquote
@@ -38,6 +38,7 @@ _STATIC: Final = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/static/app.css": ("app.css", "text/css; charset=utf-8"),
+    "/static/cluster.js": ("cluster.js", "text/javascript; charset=utf-8"),
 }
 _JSON: Final = "application/json"
 #: beanstalkd's longest tube name, in bytes.
@@ -53,7 +54,9 @@ class Dashboard:
     """Serves the page and the API for ``sources`` (the first is the default; the
     others are picked with ``?server=NAME``). Actions need ``token``; None turns
     them off. Job bodies need ``read_token`` or ``token``; without either they are
-    hidden. Starts one sampler thread per source; :meth:`close` stops them."""
+    hidden. ``cluster`` (a cluster node's :meth:`~beanpole.server.node.Node.view`)
+    answers ``/api/cluster``, the page's cluster panel; without it that path is 404.
+    Starts one sampler thread per source; :meth:`close` stops them."""
 
     def __init__(
         self,
@@ -61,12 +64,14 @@ class Dashboard:
         token: bytes | None = None,
         *,
         read_token: bytes | None = None,
+        cluster: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         if not sources:
             raise ValueError("a dashboard needs at least one server")
         self._watched = {s.name: Watched(s) for s in sources}
         self._names = [s.name for s in sources]
         self._guard = Guard(token, read_token)
+        self._cluster = cluster
         self._files = {path: (_static(f), ctype) for path, (f, ctype) in _STATIC.items()}
 
     def close(self) -> None:
@@ -113,6 +118,8 @@ class Dashboard:
         match parts:
             case ["servers"]:
                 return 200, {"servers": self._names}
+            case ["cluster"] if self._cluster is not None:
+                return 200, self._cluster()
             case ["server"]:
                 return 200, api.server_view(watched, self._names, self._guard.enabled)
             case ["series"]:

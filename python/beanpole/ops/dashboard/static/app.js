@@ -332,6 +332,7 @@ async function refresh() {
   if (state.busy) return;
   state.busy = true;
   try {
+    await refreshCluster();  // cluster.js: before the queue, which may be unreadable
     const [server, series] = await Promise.all([
       getJSON("/api/server"), getJSON("/api/series", { since: state.lastAt }),
     ]);
