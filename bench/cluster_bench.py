@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """Replicated cluster figures (issue 21), side by side in one run on loopback with real
 processes: failover after the leader's SIGKILL and after its SIGTERM, and durable puts from
-100 connections through the leader against a single node at ``-f 0``.
+100 connections through the leader against a single node at ``-f 0``, and through a
+follower (which relays to the leader) against through the leader.
 
     python bench/cluster_bench.py                    # 50 kills, 10 stops, 5 rounds of puts
     python bench/cluster_bench.py --smoke            # a few seconds of each, for CI
     python bench/cluster_bench.py --only kill --kills 20 --phases
 
 **Failover.** Three nodes (``python -m beanpole serve --cluster FILE --node N -b DIR``).
-Each time: find the leader (the node that answers a put), send it SIGKILL (or SIGTERM),
-and time from the signal until a surviving node answers a put with INSERTED, probing the
-survivors in turn every few milliseconds with raw sockets (a node that does not lead closes
-the connection at once). Then the stopped node is started again on its directory and the
+Each time: find the leader (asked of the nodes), send it SIGKILL (or SIGTERM), and time
+from the signal until a surviving node answers a put with INSERTED, probing the survivors
+in turn every few milliseconds with raw sockets (a follower relays to the leader once it
+knows one). Then the stopped node is started again on its directory and the
 next round waits until its Raft log holds a put made through the leader after its restart,
 so every kill starts from three nodes up to date.
 
@@ -20,7 +21,8 @@ one put in flight; bodies computed per job: its number, send time, a checksum an
 chosen by the number, 100 bytes) for ``--duration`` seconds, against ``python -m beanpole
 serve -b DIR -f 0`` (each put fsynced before its reply) and against the leader of a fresh
 three-node cluster (each put on a majority's disk before its reply), alternated round by
-round; the ratio is the median of the per-round ratios cluster / single.
+round; the ratio is the median of the per-round ratios cluster / single. On the same
+cluster, the same load through a follower; its ratio is via a follower / via the leader.
 
 With ``--phases`` (or ``--heartbeat-ms``/``--election-ms``) the nodes run under
 ``bench/cluster_node.py`` instead of ``serve``: the same node, with the timing given and its
@@ -48,7 +50,13 @@ from cluster_nodes import Cluster, Timing, try_put
 from launch import nofile_limit, start_beanpole
 from runner import build_bench, run_bench
 
-GOALS = {"kill_p50": 1.0, "kill_p99": 1.5, "stop_p50": 0.3, "puts_ratio": 0.7}
+GOALS = {
+    "kill_p50": 1.0,
+    "kill_p99": 1.5,
+    "stop_p50": 0.3,
+    "puts_ratio": 0.7,
+    "follower_ratio": 0.85,
+}
 PROBE_GAP = 0.002  # seconds between rounds of probes over the survivors
 PROBE_TIMEOUT = 1.0  # seconds one probe may wait for its connection or reply
 
@@ -138,7 +146,7 @@ def failovers(root: Path, sig: int, count: int, timing: Timing | None) -> list[F
 
 @dataclass
 class PutRun:
-    kind: str  # "single" or "cluster"
+    kind: str  # "single", "cluster" (via the leader) or "follower" (via a follower)
     round: int
     result: dict[str, Any] | None
     problem: str = ""
@@ -163,35 +171,42 @@ def put_args(a: argparse.Namespace) -> list[str]:
     ]
 
 
-def single_run(a: argparse.Namespace, bench: Path, rnd: int, root: Path) -> PutRun:
+def single_run(a: argparse.Namespace, bench: Path, rnd: int, root: Path) -> list[PutRun]:
     server = start_beanpole(["-b", str(root / "single"), "-f", "0"])
     try:
         code, result, err = run_bench(bench, put_args(a), server)
     finally:
         server.stop()
     ok = code == 0 and result is not None
-    return PutRun("single", rnd, result if ok else None, "" if ok else f"exit {code}: {err}")
+    return [PutRun("single", rnd, result if ok else None, "" if ok else f"exit {code}: {err}")]
 
 
-def cluster_run(a: argparse.Namespace, bench: Path, rnd: int, root: Path) -> PutRun:
+def cluster_run(a: argparse.Namespace, bench: Path, rnd: int, root: Path) -> list[PutRun]:
+    """On one fresh cluster: the puts via the leader and via a follower (which relays
+    them to the leader), in alternating order from round to round."""
     cluster = Cluster(root, 3, None)
+    runs: list[PutRun] = []
     try:
         cluster.start_all()
         lead = cluster.leader()
         for node in cluster.nodes:
             if node != lead:
                 cluster.wait_caught_up(node, lead)
-        before = sum(n.cpu_seconds() for n in cluster.nodes.values())
-        server = _Target(cluster.clients[lead], cluster.nodes[lead].pid)
-        code, result, err = run_bench(bench, put_args(a), server)  # type: ignore[arg-type]
-        after = sum(n.cpu_seconds() for n in cluster.nodes.values())
+        follower = next(n for n in cluster.nodes if n != lead)
+        ways = [("cluster", lead), ("follower", follower)]
+        for kind, node in ways if rnd % 2 == 0 else ways[::-1]:
+            before = sum(n.cpu_seconds() for n in cluster.nodes.values())
+            server = _Target(cluster.clients[node], cluster.nodes[node].pid)
+            code, result, err = run_bench(bench, put_args(a), server)  # type: ignore[arg-type]
+            after = sum(n.cpu_seconds() for n in cluster.nodes.values())
+            ok = code == 0 and result is not None
+            run = PutRun(kind, rnd, result if ok else None, "" if ok else f"exit {code}: {err}")
+            if ok and result is not None and result["ops"]:
+                run.nodes_cpu_us_per_op = (after - before) * 1e6 / result["ops"]
+            runs.append(run)
     finally:
         cluster.stop_all()
-    ok = code == 0 and result is not None
-    run = PutRun("cluster", rnd, result if ok else None, "" if ok else f"exit {code}: {err}")
-    if ok and result is not None and result["ops"]:
-        run.nodes_cpu_us_per_op = (after - before) * 1e6 / result["ops"]
-    return run
+    return runs
 
 
 @dataclass
@@ -209,22 +224,23 @@ def puts(a: argparse.Namespace, bench: Path, tmp: Path) -> list[PutRun]:
         for fn in order:
             root = Path(tempfile.mkdtemp(prefix="cluster-bench-", dir=tmp))
             try:
-                run = fn(a, bench, rnd, root)
+                runs = fn(a, bench, rnd, root)
             finally:
                 shutil.rmtree(root, ignore_errors=True)
-            out.append(run)
-            r = run.result or {}
-            print(
-                f"[puts {rnd + 1}/{a.rounds}] {run.kind}: "
-                + (
-                    f"{r['ops_per_s']:,.0f} puts/s, p50 {r['p50_us']:,.0f} µs, client CPU "
-                    f"{r['client_cpu_us_per_op']:.1f} µs/put"
-                    if run.result
-                    else run.problem
-                ),
-                file=sys.stderr,
-                flush=True,
-            )
+            out.extend(runs)
+            for run in runs:
+                r = run.result or {}
+                print(
+                    f"[puts {rnd + 1}/{a.rounds}] {run.kind}: "
+                    + (
+                        f"{r['ops_per_s']:,.0f} puts/s, p50 {r['p50_us']:,.0f} µs, client CPU "
+                        f"{r['client_cpu_us_per_op']:.1f} µs/put"
+                        if run.result
+                        else run.problem
+                    ),
+                    file=sys.stderr,
+                    flush=True,
+                )
     return out
 
 
@@ -264,8 +280,19 @@ def puts_summary(runs: Sequence[PutRun]) -> dict[str, Any]:
     for r in runs:
         if r.rate is not None:
             by_round.setdefault(r.round, {})[r.kind] = r.rate
-    ratios = [p["cluster"] / p["single"] for p in by_round.values() if len(p) == 2]
-    cpu = [r.nodes_cpu_us_per_op for r in runs if r.nodes_cpu_us_per_op is not None]
+    ratios = [
+        p["cluster"] / p["single"] for p in by_round.values() if "cluster" in p and "single" in p
+    ]
+    via = [
+        p["follower"] / p["cluster"]
+        for p in by_round.values()
+        if "cluster" in p and "follower" in p
+    ]
+    cpu = [
+        r.nodes_cpu_us_per_op
+        for r in runs
+        if r.nodes_cpu_us_per_op is not None and r.kind == "cluster"
+    ]
     return {
         kind: {
             k: med(kind, k)
@@ -277,10 +304,12 @@ def puts_summary(runs: Sequence[PutRun]) -> dict[str, Any]:
                 "client_cpu_us_per_op",
             )
         }
-        for kind in ("single", "cluster")
+        for kind in ("single", "cluster", "follower")
     } | {
         "ratios": ratios,
         "ratio": statistics.median(ratios) if ratios else None,
+        "follower_ratios": via,
+        "follower_ratio": statistics.median(via) if via else None,
         "nodes_cpu_us_per_op": statistics.median(cpu) if cpu else None,
         "problems": [f"{r.kind} round {r.round + 1}: {r.problem}" for r in runs if r.problem],
     }
@@ -325,7 +354,11 @@ def report(summary: dict[str, Any], a: argparse.Namespace) -> str:
             "p50 µs | p99 µs | server CPU µs/put | client CPU µs/put |",
             "| --- | ---: | ---: | ---: | ---: | ---: |",
         ]
-        for kind, title in (("single", "single node, `-f 0`"), ("cluster", "3 nodes, via leader")):
+        for kind, title in (
+            ("single", "single node, `-f 0`"),
+            ("cluster", "3 nodes, via leader"),
+            ("follower", "3 nodes, via a follower"),
+        ):
             r = p[kind]
             lines.append(
                 f"| {title} | {_n(r['ops_per_s'])} | {_n(r['p50_us'])} | {_n(r['p99_us'])} | "
@@ -339,6 +372,12 @@ def report(summary: dict[str, Any], a: argparse.Namespace) -> str:
             f"{GOALS['puts_ratio']}x); all three nodes' CPU per put "
             f"{_n(p['nodes_cpu_us_per_op'], 1)} µs",
         ]
+        via = ", ".join(f"{x:.2f}" for x in p["follower_ratios"])
+        via_ratio = "—" if p["follower_ratio"] is None else f"{p['follower_ratio']:.2f}x"
+        lines.append(
+            f"via a follower / via the leader: {via_ratio} (per round: {via}; goal ≥ "
+            f"{GOALS['follower_ratio']}x)"
+        )
         lines += [f"problem: {x}" for x in p["problems"]]
     return "\n".join(lines)
 

@@ -67,12 +67,15 @@ def test_cluster_bench_smoke(bench: Path, tmp_path: Path) -> None:
     assert kill["min"] <= kill["p50"] <= kill["p99"] <= kill["max"]
     puts = summary["puts"]
     assert puts["problems"] == []
-    for kind in ("single", "cluster"):
+    for kind in ("single", "cluster", "follower"):
         assert puts[kind]["ops_per_s"] > 0
         assert puts[kind]["p50_us"] <= puts[kind]["p99_us"]
     assert len(puts["ratios"]) == 1
     assert puts["ratio"] == pytest.approx(
         puts["cluster"]["ops_per_s"] / puts["single"]["ops_per_s"]
+    )
+    assert puts["follower_ratio"] == pytest.approx(
+        puts["follower"]["ops_per_s"] / puts["cluster"]["ops_per_s"]
     )
     assert puts["nodes_cpu_us_per_op"] > 0
     # Every node's data directory was removed with its run.
