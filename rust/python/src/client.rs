@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use beanpole_client::batch::{pipeline, Queue, Tally};
-use beanpole_client::command;
+use beanpole_client::command::{self, PutLines};
 use beanpole_client::{
     Address, ClientError, Closer, Command, Connection, ErrorReply, Reply, TlsFiles, TlsSettings,
 };
@@ -420,6 +420,7 @@ impl PyClient {
         let (pri, delay, ttr) = (Each::new(pri)?, Each::new(delay)?, Each::new(ttr)?);
         let fixed = (pri.fixed(), delay.fixed(), ttr.fixed());
         let mut next = 0usize;
+        let mut lines = PutLines::default();
         self.put_batch(py, window, |q, room| {
             let end = (next + room).min(arrow.len());
             let data = arrow.data_bytes();
@@ -435,13 +436,7 @@ impl PyClient {
                         ))
                     })?,
                 };
-                q.push(Command::Put {
-                    pri: p,
-                    delay: d,
-                    ttr: t,
-                    body: &data[a..b],
-                })
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                q.push_put(&mut lines, p, d, t, &data[a..b]);
             }
             next = end;
             Ok(())

@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use beanpole_client::batch::{pipeline, BatchFailure, Tally};
-use beanpole_client::command::expect;
+use beanpole_client::command::{expect, PutLines};
 use beanpole_client::{shard, ClientError, Command, ErrorReply, Reply};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::PyValueError;
@@ -151,6 +151,7 @@ impl PyClient {
             let mut conn = self.lock();
             let mut next = 0usize;
             let mut using: Option<u32> = None;
+            let mut lines = PutLines::default();
             let data = arrow.data_bytes();
             let result = pipeline(
                 &mut conn,
@@ -169,12 +170,8 @@ impl PyClient {
                         let (a, b) = arrow
                             .range(next)
                             .map_err(|e| ClientError::Invalid(e.to_string()))?;
-                        q.push(Command::Put {
-                            pri: pri.get(next),
-                            delay: delay.get(next),
-                            ttr: ttr.get(next),
-                            body: &data[a..b],
-                        })?;
+                        let (p, d, t) = (pri.get(next), delay.get(next), ttr.get(next));
+                        q.push_put(&mut lines, p, d, t, &data[a..b]);
                         if tracked {
                             sent.borrow_mut().push_back(Sent::Put);
                         }
