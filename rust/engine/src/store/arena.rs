@@ -13,11 +13,18 @@
 //! server. Here memory comes and goes a page at a time, and the process's allocator
 //! settings are left alone (the server may be embedded in someone else's program).
 //!
-//! An empty page is kept for reuse (up to [`SPARE_PAGES`]) or handed back at once, so
-//! the memory held is at most the pages the live bodies touch plus the spares.
+//! Pages are cut from 2 MiB regions mapped from the system, aligned to their size and
+//! (on Linux) backed by transparent huge pages where the system allows: filling a
+//! fresh region then costs one page fault, not 512 (per 1,000,000 bodies of 100
+//! bytes, 27,000 faults of 4 KiB cost the server about a fifth of its CPU). An empty
+//! page is kept for reuse; a region whose pages are all empty is handed back, except
+//! one kept idle so that a queue going up and down around a boundary does not map
+//! and unmap a region each time. So the memory held is the regions the live bodies
+//! touch, plus one.
+//!
 //! Nothing here locks: the arena belongs to the job table, which the store lock guards.
 
-use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::alloc::{handle_alloc_error, Layout};
 use std::ptr::NonNull;
 
 /// Bytes per page, and its alignment.
@@ -28,8 +35,10 @@ const GRAIN: usize = 16;
 const HEADER: usize = 64;
 /// Slot size classes: 16, 32, ... bytes, up to the largest small body.
 const CLASSES: usize = super::body::SHARED_MIN.div_ceil(GRAIN);
-/// Empty pages kept for the next bodies instead of handed back.
-const SPARE_PAGES: usize = 16;
+/// Bytes per region, and its alignment (a huge page on x86-64 and arm64 Linux).
+const REGION: usize = 2 << 20;
+/// Pages per region.
+const REGION_PAGES: usize = REGION / PAGE;
 /// Marks a page that is in no list of pages with room.
 const NOWHERE: u32 = u32::MAX;
 
@@ -47,15 +56,66 @@ struct Header {
     fresh: u32,
     /// Index in its class's list of pages with room, or [`NOWHERE`].
     room_at: u32,
-    /// Index in [`BodyArena::pages`].
-    page_at: u32,
+    /// Index in [`BodyArena::spare`] while the page is empty.
+    spare_at: u32,
+    /// In a region's first page only: pages of the region holding bodies.
+    region_used: u32,
+    /// In a region's first page only: index in [`BodyArena::regions`].
+    region_at: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<Header>() <= HEADER);
 
-fn layout() -> Layout {
-    // PAGE is a power of two, and a valid size for its own alignment.
-    Layout::from_size_align(PAGE, PAGE).unwrap_or_else(|_| unreachable!())
+fn region_layout() -> Layout {
+    // REGION is a power of two, and a valid size for its own alignment.
+    Layout::from_size_align(REGION, REGION).unwrap_or_else(|_| unreachable!())
+}
+
+/// Map a region of [`REGION`] bytes aligned to its size.
+fn map_region() -> NonNull<Header> {
+    let fail = || handle_alloc_error(region_layout());
+    // Twice the size, then the unaligned ends unmapped.
+    // SAFETY: an anonymous private mapping, at an address of the kernel's choice.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            2 * REGION,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        fail();
+    }
+    let raw = raw.cast::<u8>();
+    let lead = (REGION - (raw as usize & (REGION - 1))) & (REGION - 1);
+    // SAFETY: both ranges lie within the mapping just made, and nothing uses them.
+    unsafe {
+        if lead > 0 {
+            libc::munmap(raw.cast(), lead);
+        }
+        libc::munmap(raw.add(lead + REGION).cast(), REGION - lead);
+    }
+    // SAFETY: `lead` < REGION, within the mapping.
+    let region = unsafe { raw.add(lead) };
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    // SAFETY: the region is ours; the advice changes how it is backed, never its
+    // contents, and its failure (huge pages off) is harmless.
+    unsafe {
+        libc::madvise(region.cast(), REGION, libc::MADV_HUGEPAGE);
+    }
+    NonNull::new(region).unwrap_or_else(fail).cast()
+}
+
+/// Hand a region back.
+///
+/// # Safety
+/// `region` came from [`map_region`] and nothing in it is used any more.
+unsafe fn unmap_region(region: NonNull<Header>) {
+    // SAFETY: the caller's promise.
+    unsafe { libc::munmap(region.as_ptr().cast(), REGION) };
 }
 
 fn class_of(len: usize) -> usize {
@@ -64,6 +124,13 @@ fn class_of(len: usize) -> usize {
 
 fn slot_size(class: usize) -> usize {
     (class + 1) * GRAIN
+}
+
+/// The region a page lies in (its first page holds the region's counts).
+fn region_of(page: NonNull<Header>) -> NonNull<Header> {
+    let into = page.as_ptr() as usize & (REGION - 1);
+    // SAFETY: a page lies `into` bytes past the start of its region, which is not null.
+    unsafe { NonNull::new_unchecked(page.as_ptr().cast::<u8>().sub(into)) }.cast()
 }
 
 /// The page a slot of this arena lies in.
@@ -78,10 +145,14 @@ fn page_of(ptr: NonNull<u8>) -> NonNull<Header> {
 pub struct BodyArena {
     /// Per size class, the pages with a free or never used slot; bodies go to the last.
     room: Vec<Vec<NonNull<Header>>>,
-    /// Every page in use (empty ones included until they go to `spare`).
-    pages: Vec<NonNull<Header>>,
-    /// Empty pages kept for reuse.
+    /// Every region mapped.
+    regions: Vec<NonNull<Header>>,
+    /// Empty pages, taken before a region is mapped.
     spare: Vec<NonNull<Header>>,
+    /// A region all of whose pages are empty, kept mapped for the next bodies.
+    idle: Option<NonNull<Header>>,
+    /// Pages holding bodies.
+    used: usize,
 }
 
 // SAFETY: the arena owns its pages outright; moving it to another thread moves them.
@@ -93,8 +164,10 @@ impl Default for BodyArena {
     fn default() -> BodyArena {
         BodyArena {
             room: (0..CLASSES).map(|_| Vec::new()).collect(),
-            pages: Vec::new(),
+            regions: Vec::new(),
             spare: Vec::new(),
+            idle: None,
+            used: 0,
         }
     }
 }
@@ -167,30 +240,57 @@ impl BodyArena {
 
     /// Pages holding bodies (for the memory check and its tests).
     pub fn pages(&self) -> usize {
-        self.pages.len()
+        self.used
+    }
+
+    /// Regions mapped.
+    #[cfg(test)]
+    fn regions(&self) -> usize {
+        self.regions.len()
     }
 
     fn new_page(&mut self, class: usize) -> NonNull<Header> {
-        let page = self.spare.pop().unwrap_or_else(|| {
-            // SAFETY: the layout has a non-zero size.
-            let raw = unsafe { alloc(layout()) };
-            NonNull::new(raw)
-                .unwrap_or_else(|| handle_alloc_error(layout()))
-                .cast()
-        });
-        let header = Header {
-            class: class as u32,
-            live: 0,
-            free: 0,
-            fresh: HEADER as u32,
-            room_at: self.room[class].len() as u32,
-            page_at: self.pages.len() as u32,
-        };
-        // SAFETY: the page is PAGE bytes, aligned, and this arena's alone.
-        unsafe { page.as_ptr().write(header) };
-        self.pages.push(page);
+        if self.spare.is_empty() {
+            self.add_region();
+        }
+        let page = self.spare.pop().unwrap_or_else(|| unreachable!());
+        let region = region_of(page);
+        if self.idle == Some(region) {
+            self.idle = None;
+        }
+        // SAFETY: `page` is an empty page of a live region, and nothing refers to it;
+        // only its own fields are written (the region's counts stay).
+        unsafe {
+            let h = page.as_ptr();
+            (*h).class = class as u32;
+            (*h).live = 0;
+            (*h).free = 0;
+            (*h).fresh = HEADER as u32;
+            (*h).room_at = self.room[class].len() as u32;
+            (*h).spare_at = NOWHERE;
+            (*region.as_ptr()).region_used += 1;
+        }
+        self.used += 1;
         self.room[class].push(page);
         page
+    }
+
+    /// Map a region; its pages become spares (the lowest taken first).
+    fn add_region(&mut self) {
+        let region = map_region();
+        // SAFETY: the region is fresh; its first page's header holds its counts.
+        unsafe {
+            (*region.as_ptr()).region_used = 0;
+            (*region.as_ptr()).region_at = self.regions.len() as u32;
+        }
+        self.regions.push(region);
+        for k in (0..REGION_PAGES).rev() {
+            // SAFETY: page `k` lies within the region.
+            let page: NonNull<Header> = unsafe { region.cast::<u8>().add(k * PAGE) }.cast();
+            // SAFETY: as above; the page is not otherwise used.
+            unsafe { (*page.as_ptr()).spare_at = self.spare.len() as u32 };
+            self.spare.push(page);
+        }
     }
 
     /// Take the page at `at` out of its class's list of pages with room.
@@ -203,30 +303,57 @@ impl BodyArena {
         }
     }
 
-    /// An empty page leaves use: kept as a spare, or handed back.
+    /// An empty page leaves use: kept as a spare; its region handed back if it is now
+    /// all empty and another such is kept already.
     fn release(&mut self, page: NonNull<Header>) {
-        // SAFETY: `page` is live; only its header is read.
-        let at = unsafe { (*page.as_ptr()).page_at } as usize;
-        self.pages.swap_remove(at);
-        if let Some(&moved) = self.pages.get(at) {
+        let region = region_of(page);
+        self.used -= 1;
+        // SAFETY: `page` and its region are live and not otherwise borrowed here.
+        let now_used = unsafe {
+            (*page.as_ptr()).spare_at = self.spare.len() as u32;
+            (*region.as_ptr()).region_used -= 1;
+            (*region.as_ptr()).region_used
+        };
+        self.spare.push(page);
+        if now_used > 0 {
+            return;
+        }
+        match self.idle {
+            None => self.idle = Some(region),
+            Some(_) => self.drop_region(region),
+        }
+    }
+
+    /// Hand back a region all of whose pages are spares.
+    fn drop_region(&mut self, region: NonNull<Header>) {
+        for k in 0..REGION_PAGES {
+            // SAFETY: page `k` lies within the live region, a spare (its index valid).
+            let page: NonNull<Header> = unsafe { region.cast::<u8>().add(k * PAGE) }.cast();
             // SAFETY: as above.
-            unsafe { (*moved.as_ptr()).page_at = at as u32 };
+            let at = unsafe { (*page.as_ptr()).spare_at } as usize;
+            self.spare.swap_remove(at);
+            if let Some(&moved) = self.spare.get(at) {
+                // SAFETY: spares are pages of live regions.
+                unsafe { (*moved.as_ptr()).spare_at = at as u32 };
+            }
         }
-        if self.spare.len() < SPARE_PAGES {
-            self.spare.push(page);
-        } else {
-            // SAFETY: allocated with this layout, and no longer referenced.
-            unsafe { dealloc(page.as_ptr().cast(), layout()) };
+        // SAFETY: the region is live; its first page holds its index.
+        let at = unsafe { (*region.as_ptr()).region_at } as usize;
+        self.regions.swap_remove(at);
+        if let Some(&moved) = self.regions.get(at) {
+            // SAFETY: as above.
+            unsafe { (*moved.as_ptr()).region_at = at as u32 };
         }
+        // SAFETY: none of its pages is in use or listed any more.
+        unsafe { unmap_region(region) };
     }
 }
 
 impl Drop for BodyArena {
     fn drop(&mut self) {
-        for page in self.pages.drain(..).chain(self.spare.drain(..)) {
-            // SAFETY: every page was allocated with this layout; the bodies in them
-            // are gone with the job table that owns this arena.
-            unsafe { dealloc(page.as_ptr().cast(), layout()) };
+        for region in self.regions.drain(..) {
+            // SAFETY: the bodies in it are gone with the job table owning this arena.
+            unsafe { unmap_region(region) };
         }
     }
 }
@@ -273,30 +400,41 @@ mod tests {
             unsafe { arena.free(*slot, body.len()) };
         }
         assert_eq!(arena.pages(), 0);
-        assert!(arena.spare.len() <= SPARE_PAGES);
+        assert_eq!(arena.regions(), 1, "one empty region is kept");
         assert!(arena.room.iter().all(Vec::is_empty));
     }
 
     #[test]
-    fn a_page_holds_one_size_and_empty_pages_go_back() {
+    fn a_page_holds_one_size_and_empty_regions_go_back() {
         let mut arena = BodyArena::default();
         let per_page = (PAGE - HEADER) / 112;
         let body = [b'x'; 102];
-        let slots: Vec<_> = (0..per_page * 40).map(|_| arena.alloc(&body)).collect();
-        assert_eq!(arena.pages(), 40);
+        let pages = 3 * REGION_PAGES + 5;
+        let slots: Vec<_> = (0..per_page * pages).map(|_| arena.alloc(&body)).collect();
+        assert_eq!(arena.pages(), pages);
+        assert_eq!(arena.regions(), 4);
         assert_eq!(page_of(slots[0]), page_of(slots[per_page - 1]));
         assert_ne!(page_of(slots[0]), page_of(slots[per_page]));
         // A body of another size class goes to a page of its own.
         let small = arena.alloc(b"ab\r\n");
-        assert_eq!(arena.pages(), 41);
+        assert_eq!(arena.pages(), pages + 1);
         for s in &slots {
             // SAFETY: allocated above, freed once.
             unsafe { arena.free(*s, body.len()) };
         }
+        // The small body's region stays, and one empty region is kept.
         assert_eq!(arena.pages(), 1);
-        assert_eq!(arena.spare.len(), SPARE_PAGES);
+        assert_eq!(arena.regions(), 2);
+        assert_eq!(arena.spare.len(), 2 * REGION_PAGES - 1);
         assert_eq!(read(small, 4), b"ab\r\n");
         // SAFETY: allocated above, freed once.
         unsafe { arena.free(small, 4) };
+        assert_eq!(arena.regions(), 1);
+        // Bodies go on filling the region kept.
+        let again = arena.alloc(&body);
+        assert_eq!(arena.regions(), 1);
+        assert_eq!(read(again, 102), body);
+        // SAFETY: allocated above, freed once.
+        unsafe { arena.free(again, 102) };
     }
 }
