@@ -198,12 +198,6 @@ pub fn put_many<'b>(
     let mut bodies = bodies.into_iter();
     let mut tally = Tally::default();
     let mut lines = PutLines::default();
-    let put = Command::Put {
-        pri,
-        delay,
-        ttr,
-        body: b"",
-    };
     let result = pipeline(
         conn,
         window,
@@ -215,13 +209,7 @@ pub fn put_many<'b>(
             Ok::<(), ClientError>(())
         },
         |index, reply| {
-            let outcome = command::expect(&put, reply).and_then(|r| match r {
-                Reply::Inserted(id) => Ok(id),
-                other => Err(ClientError::Unexpected {
-                    addr: String::new(),
-                    line: other.describe(),
-                }),
-            });
+            let outcome = command::put_id(reply);
             tally.record(index, outcome)
         },
     );

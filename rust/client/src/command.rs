@@ -51,6 +51,28 @@ impl PutLines {
     }
 }
 
+/// The id a put's reply gives: INSERTED's, looked at first; any other reply is the
+/// error [`expect`] makes of it (or, for a success word a put never gets, an
+/// unexpected reply).
+pub fn put_id(reply: Reply) -> Result<u64, ClientError> {
+    if let Reply::Inserted(id) = reply {
+        return Ok(id);
+    }
+    let put = Command::Put {
+        pri: 0,
+        delay: 0,
+        ttr: 0,
+        body: b"",
+    };
+    match expect(&put, reply)? {
+        Reply::Inserted(id) => Ok(id),
+        other => Err(ClientError::Unexpected {
+            addr: String::new(),
+            line: other.describe(),
+        }),
+    }
+}
+
 /// How long the server may rightly take to answer, beyond the network: the
 /// reserve wait. `None` for a reserve that waits for ever.
 pub fn server_wait(cmd: &Command<'_>) -> Option<Option<u32>> {

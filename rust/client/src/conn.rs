@@ -322,14 +322,16 @@ impl Connection {
             })?;
             self.read_timeout = want;
         }
+        // A put's reply is read here, without the general parser's result being
+        // moved through (what a batch of puts reads once per job).
+        if let Some((id, used)) = reply::inserted(&self.rbuf[self.start..self.end]) {
+            self.consumed(used);
+            return Ok(Reply::Inserted(id));
+        }
         loop {
             match reply::parse(&self.rbuf[self.start..self.end]) {
                 Parsed::Done(reply, used) => {
-                    self.start += used;
-                    if self.start == self.end {
-                        self.start = 0;
-                        self.end = 0;
-                    }
+                    self.consumed(used);
                     return Ok(reply);
                 }
                 Parsed::Bad(line) => {
@@ -341,6 +343,15 @@ impl Connection {
                 }
                 Parsed::Need(n) => self.fill(n)?,
             }
+        }
+    }
+
+    /// `used` bytes of the buffered input were parsed.
+    fn consumed(&mut self, used: usize) {
+        self.start += used;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
         }
     }
 

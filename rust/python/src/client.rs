@@ -631,20 +631,11 @@ impl PyClient {
         window: usize,
         fill: impl FnMut(&mut Queue<'_>, usize) -> PyResult<()> + Send,
     ) -> PyResult<Vec<u64>> {
-        let put = Command::Put {
-            pri: 0,
-            delay: 0,
-            ttr: 0,
-            body: b"",
-        };
         let result = py.detach(|| {
             let mut tally = Tally::default();
             let mut conn = self.lock();
             let result = pipeline(&mut conn, window, None, fill, |index, reply| {
-                let outcome = command::expect(&put, reply).and_then(|r| match r {
-                    Reply::Inserted(id) => Ok(id),
-                    other => Err(unexpected(&other)),
-                });
+                let outcome = command::put_id(reply);
                 tally.record(index, outcome)
             });
             tally.finish(result).map_err(Box::new)

@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use beanpole_client::batch::{pipeline, BatchFailure, Tally};
-use beanpole_client::command::{expect, PutLines};
+use beanpole_client::command::{expect, put_id, PutLines};
 use beanpole_client::{shard, ClientError, Command, ErrorReply, Reply};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::PyValueError;
@@ -134,12 +134,6 @@ impl PyClient {
         let delay = Setting::new(delay, len, "delay")?;
         let ttr = Setting::new(ttr, len, "ttr")?;
         let tubes = tubes.map(|t| Tubes::new(t, len)).transpose()?;
-        let put = Command::Put {
-            pri: 0,
-            delay: 0,
-            ttr: 0,
-            body: b"",
-        };
         let result = py.detach(|| {
             // Kinds of the commands sent and not yet answered, oldest first; kept
             // only with per-row tubes (without, every command is a put).
@@ -201,10 +195,7 @@ impl PyClient {
                             }
                         },
                         Sent::Put => {
-                            let outcome = expect(&put, reply).and_then(|r| match r {
-                                Reply::Inserted(id) => Ok(id),
-                                other => Err(unexpected(&other)),
-                            });
+                            let outcome = put_id(reply);
                             let row = tally.answered;
                             tally.record(row, outcome)
                         }
