@@ -306,7 +306,21 @@ impl Connection {
     }
 
     /// Read the next reply. `wait` is the command's [`command::server_wait`].
+    ///
+    /// A buffered INSERTED <id> (what a batch of puts reads once per job) is read
+    /// here, inlined into the caller, without the general parser's result being
+    /// moved through the stack.
+    #[inline]
     pub fn read_reply(&mut self, wait: Option<Option<u32>>) -> Result<Reply, ClientError> {
+        if let Some((id, used)) = reply::inserted(&self.rbuf[self.start..self.end]) {
+            self.consumed(used);
+            return Ok(Reply::Inserted(id));
+        }
+        self.read_reply_slow(wait)
+    }
+
+    /// [`Connection::read_reply`] for a reply not yet buffered, or not INSERTED.
+    fn read_reply_slow(&mut self, wait: Option<Option<u32>>) -> Result<Reply, ClientError> {
         let want = match wait {
             None => self.timeout,
             Some(None) => None,
@@ -321,12 +335,6 @@ impl Connection {
                 source: e,
             })?;
             self.read_timeout = want;
-        }
-        // A put's reply is read here, without the general parser's result being
-        // moved through (what a batch of puts reads once per job).
-        if let Some((id, used)) = reply::inserted(&self.rbuf[self.start..self.end]) {
-            self.consumed(used);
-            return Ok(Reply::Inserted(id));
         }
         loop {
             match reply::parse(&self.rbuf[self.start..self.end]) {

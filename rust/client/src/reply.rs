@@ -101,6 +101,7 @@ fn bad(line: &[u8]) -> Parsed {
 /// `INSERTED <id>\r\n` at the front of `buf`, the reply a batch of puts reads once
 /// per job, parsed without splitting the line into words: the id and the bytes
 /// taken. None for anything else (the general parser then decides).
+#[inline]
 pub(crate) fn inserted(buf: &[u8]) -> Option<(u64, usize)> {
     let rest = buf.strip_prefix(b"INSERTED ")?;
     let digits = rest
