@@ -1,6 +1,6 @@
 //! The memory of small job bodies: 64 KiB pages, each cut into slots of one size.
 //!
-//! A body below [`SHARED_MIN`](super::body::SHARED_MIN) bytes is copied into a slot
+//! A body shorter than [`SLOT_MAX`] bytes is copied into a slot
 //! whose size is its length rounded up to 16 bytes (what the system allocator would
 //! round it to, without the allocator's 8-byte header). Pages are aligned to their
 //! size, so a slot finds its page's header from its own address, and a freed slot goes
@@ -39,8 +39,10 @@ const PAGE: usize = 64 * 1024;
 const GRAIN: usize = 16;
 /// Bytes at the start of a page for its [`Header`] (slots stay 16-byte aligned).
 const HEADER: usize = 64;
-/// Slot size classes: 16, 32, ... bytes, up to the largest small body.
-const CLASSES: usize = super::body::SHARED_MIN.div_ceil(GRAIN);
+/// Bodies shorter than this go in slots (the job table keeps longer ones otherwise).
+pub const SLOT_MAX: usize = 2048;
+/// Slot size classes: 16, 32, ... bytes, up to [`SLOT_MAX`].
+const CLASSES: usize = SLOT_MAX.div_ceil(GRAIN);
 /// Bytes per region, and its alignment (a huge page on x86-64 and arm64 Linux).
 const REGION: usize = 2 << 20;
 /// Pages per region.
@@ -173,7 +175,7 @@ impl Default for BodyArena {
 }
 
 impl BodyArena {
-    /// Copy `bytes` (shorter than `SHARED_MIN`) into a slot; where it went. The slot
+    /// Copy `bytes` (shorter than [`SLOT_MAX`]) into a slot; where it went. The slot
     /// is this arena's until [`BodyArena::free`] is called with it.
     pub fn alloc(&mut self, bytes: &[u8]) -> NonNull<u8> {
         let class = class_of(bytes.len());

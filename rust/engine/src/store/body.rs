@@ -15,8 +15,10 @@ use bytes::Bytes;
 use super::arena::BodyArena;
 
 /// Bodies at least this long (CRLF included) are kept as shared [`Bytes`]; the
-/// same bound as the server's by-reference replies.
+/// same bound as the server's by-reference replies. Shorter ones fit an arena slot.
 pub const SHARED_MIN: usize = 2048;
+
+const _: () = assert!(SHARED_MIN <= super::arena::SLOT_MAX);
 
 /// A job's body, CRLF included. Packed to 4-byte alignment so the job record
 /// places it next to its 4-byte fields without padding.
