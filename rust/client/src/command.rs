@@ -12,6 +12,67 @@ use crate::reply::Reply;
 /// One command to send. Tube names and a put's body borrow from the caller.
 pub type Command<'a> = beanpole_protocol::Command<'a, &'a [u8]>;
 
+/// Put commands for a batch, written the way [`Command::encode`] writes them, with
+/// the last command line kept: a batch's puts mostly share their priority, delay,
+/// ttr and body length, and then each put costs three copies (the line, the body,
+/// its CRLF) instead of the formatting of four numbers.
+#[derive(Debug, Default)]
+pub struct PutLines {
+    /// `(pri, delay, ttr, body length)` of the kept line.
+    key: Option<(u32, u32, u32, usize)>,
+    /// The kept line, CRLF included.
+    line: Vec<u8>,
+}
+
+impl PutLines {
+    /// Append the put of `body` to `buf`: its line, `body` and CRLF.
+    pub fn encode(&mut self, buf: &mut Vec<u8>, pri: u32, delay: u32, ttr: u32, body: &[u8]) {
+        let key = (pri, delay, ttr, body.len());
+        if self.key == Some(key) {
+            buf.extend_from_slice(&self.line);
+            buf.extend_from_slice(body);
+            buf.extend_from_slice(b"\r\n");
+            return;
+        }
+        let start = buf.len();
+        let put = Command::Put {
+            pri,
+            delay,
+            ttr,
+            body,
+        };
+        // A put names no tube, the one thing encoding can refuse.
+        if put.encode(buf).is_ok() {
+            let line = &buf[start..buf.len() - body.len() - 2];
+            self.line.clear();
+            self.line.extend_from_slice(line);
+            self.key = Some(key);
+        }
+    }
+}
+
+/// The id a put's reply gives: INSERTED's, looked at first; any other reply is the
+/// error [`expect`] makes of it (or, for a success word a put never gets, an
+/// unexpected reply).
+pub fn put_id(reply: Reply) -> Result<u64, ClientError> {
+    if let Reply::Inserted(id) = reply {
+        return Ok(id);
+    }
+    let put = Command::Put {
+        pri: 0,
+        delay: 0,
+        ttr: 0,
+        body: b"",
+    };
+    match expect(&put, reply)? {
+        Reply::Inserted(id) => Ok(id),
+        other => Err(ClientError::Unexpected {
+            addr: String::new(),
+            line: other.describe(),
+        }),
+    }
+}
+
 /// How long the server may rightly take to answer, beyond the network: the
 /// reserve wait. `None` for a reserve that waits for ever.
 pub fn server_wait(cmd: &Command<'_>) -> Option<Option<u32>> {
@@ -77,6 +138,34 @@ mod tests {
     use super::*;
 
     /// The client's commands are the protocol's: encoded here, read by the parser.
+    #[test]
+    fn kept_put_lines_write_what_encode_writes() {
+        let mut lines = PutLines::default();
+        let (mut fast, mut plain) = (Vec::new(), Vec::new());
+        let puts: [(u32, u32, u32, &[u8]); 6] = [
+            (1, 2, 3, b"ab"),
+            (1, 2, 3, b"cd"),
+            (1, 2, 3, b"efg"),
+            (0, 2, 3, b"efg"),
+            (0, 2, 3, b""),
+            (u32::MAX, 0, 60, b"h\r\ni"),
+        ];
+        for (pri, delay, ttr, body) in puts {
+            lines.encode(&mut fast, pri, delay, ttr, body);
+            let put: Command<'_> = Command::Put {
+                pri,
+                delay,
+                ttr,
+                body,
+            };
+            put.encode(&mut plain).expect("encodes");
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&fast),
+            String::from_utf8_lossy(&plain)
+        );
+    }
+
     #[test]
     fn a_client_command_is_what_the_server_parses() {
         let mut buf = Vec::new();

@@ -306,7 +306,21 @@ impl Connection {
     }
 
     /// Read the next reply. `wait` is the command's [`command::server_wait`].
+    ///
+    /// A buffered INSERTED <id> (what a batch of puts reads once per job) is read
+    /// here, inlined into the caller, without the general parser's result being
+    /// moved through the stack.
+    #[inline]
     pub fn read_reply(&mut self, wait: Option<Option<u32>>) -> Result<Reply, ClientError> {
+        if let Some((id, used)) = reply::inserted(&self.rbuf[self.start..self.end]) {
+            self.consumed(used);
+            return Ok(Reply::Inserted(id));
+        }
+        self.read_reply_slow(wait)
+    }
+
+    /// [`Connection::read_reply`] for a reply not yet buffered, or not INSERTED.
+    fn read_reply_slow(&mut self, wait: Option<Option<u32>>) -> Result<Reply, ClientError> {
         let want = match wait {
             None => self.timeout,
             Some(None) => None,
@@ -325,11 +339,7 @@ impl Connection {
         loop {
             match reply::parse(&self.rbuf[self.start..self.end]) {
                 Parsed::Done(reply, used) => {
-                    self.start += used;
-                    if self.start == self.end {
-                        self.start = 0;
-                        self.end = 0;
-                    }
+                    self.consumed(used);
                     return Ok(reply);
                 }
                 Parsed::Bad(line) => {
@@ -341,6 +351,15 @@ impl Connection {
                 }
                 Parsed::Need(n) => self.fill(n)?,
             }
+        }
+    }
+
+    /// `used` bytes of the buffered input were parsed.
+    fn consumed(&mut self, used: usize) {
+        self.start += used;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
         }
     }
 

@@ -98,8 +98,29 @@ fn bad(line: &[u8]) -> Parsed {
     Parsed::Bad(String::from_utf8_lossy(line).into_owned())
 }
 
+/// `INSERTED <id>\r\n` at the front of `buf`, the reply a batch of puts reads once
+/// per job, parsed without splitting the line into words: the id and the bytes
+/// taken. None for anything else (the general parser then decides).
+#[inline]
+pub(crate) fn inserted(buf: &[u8]) -> Option<(u64, usize)> {
+    let rest = buf.strip_prefix(b"INSERTED ")?;
+    let digits = rest
+        .iter()
+        .take(21)
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    if rest.get(digits..digits + 2)? != b"\r\n" {
+        return None;
+    }
+    let id = number(&rest[..digits])?;
+    Some((id, b"INSERTED ".len() + digits + 2))
+}
+
 /// Parse one reply from the front of `buf`.
 pub fn parse(buf: &[u8]) -> Parsed {
+    if let Some((id, used)) = inserted(buf) {
+        return Parsed::Done(Reply::Inserted(id), used);
+    }
     let Some(nl) = memchr::memchr(b'\n', &buf[..buf.len().min(MAX_REPLY_LINE)]) else {
         if buf.len() >= MAX_REPLY_LINE {
             return bad(&buf[..MAX_REPLY_LINE]);
@@ -206,6 +227,30 @@ mod tests {
             parse(b"WATCHING 007\r\n"),
             Parsed::Done(Reply::Watching(7), 14)
         );
+    }
+
+    #[test]
+    fn inserted_replies_are_read_whole_or_not_at_all() {
+        assert_eq!(
+            parse(b"INSERTED 012\r\nINSERTED 3\r\n"),
+            Parsed::Done(Reply::Inserted(12), 14)
+        );
+        for bad_line in [
+            &b"INSERTED \r\n"[..],
+            b"INSERTED 12 3\r\n",
+            b"INSERTED 1x\r\n",
+            b"INSERTED 12\n",
+            b"INSERTED 18446744073709551616\r\n",
+            b"INSERTED 000000000000000000001\r\n",
+        ] {
+            assert!(
+                matches!(parse(bad_line), Parsed::Bad(_)),
+                "{:?}",
+                String::from_utf8_lossy(bad_line)
+            );
+        }
+        assert!(matches!(parse(b"INSERTED 12"), Parsed::Need(_)));
+        assert!(matches!(parse(b"INSERTED 12\r"), Parsed::Need(_)));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use beanpole_client::batch::{pipeline, Queue, Tally};
-use beanpole_client::command;
+use beanpole_client::command::{self, PutLines};
 use beanpole_client::{
     Address, ClientError, Closer, Command, Connection, ErrorReply, Reply, TlsFiles, TlsSettings,
 };
@@ -420,6 +420,7 @@ impl PyClient {
         let (pri, delay, ttr) = (Each::new(pri)?, Each::new(delay)?, Each::new(ttr)?);
         let fixed = (pri.fixed(), delay.fixed(), ttr.fixed());
         let mut next = 0usize;
+        let mut lines = PutLines::default();
         self.put_batch(py, window, |q, room| {
             let end = (next + room).min(arrow.len());
             let data = arrow.data_bytes();
@@ -435,13 +436,7 @@ impl PyClient {
                         ))
                     })?,
                 };
-                q.push(Command::Put {
-                    pri: p,
-                    delay: d,
-                    ttr: t,
-                    body: &data[a..b],
-                })
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                q.push_put(&mut lines, p, d, t, &data[a..b]);
             }
             next = end;
             Ok(())
@@ -636,20 +631,11 @@ impl PyClient {
         window: usize,
         fill: impl FnMut(&mut Queue<'_>, usize) -> PyResult<()> + Send,
     ) -> PyResult<Vec<u64>> {
-        let put = Command::Put {
-            pri: 0,
-            delay: 0,
-            ttr: 0,
-            body: b"",
-        };
         let result = py.detach(|| {
             let mut tally = Tally::default();
             let mut conn = self.lock();
             let result = pipeline(&mut conn, window, None, fill, |index, reply| {
-                let outcome = command::expect(&put, reply).and_then(|r| match r {
-                    Reply::Inserted(id) => Ok(id),
-                    other => Err(unexpected(&other)),
-                });
+                let outcome = command::put_id(reply);
                 tally.record(index, outcome)
             });
             tally.finish(result).map_err(Box::new)

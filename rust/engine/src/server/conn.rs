@@ -429,14 +429,18 @@ impl Conn {
                         break Flow::More;
                     }
                     self.framing = Framing::Command;
-                    let body = if self.body.capacity() > 0 {
-                        std::mem::take(&mut self.body).freeze()
-                    } else {
-                        let body = Bytes::copy_from_slice(&self.input[..need]);
-                        self.input.advance(need);
-                        body
+                    // A large body read in place is kept as it is; a small one is
+                    // copied by the store from the input, where it stays until then.
+                    let direct =
+                        (self.body.capacity() > 0).then(|| std::mem::take(&mut self.body).freeze());
+                    let crlf = match &direct {
+                        Some(body) => &body[need - 2..] == b"\r\n",
+                        None => &self.input[need - 2..need] == b"\r\n",
                     };
-                    if &body[need - 2..] != b"\r\n" {
+                    if !crlf {
+                        if direct.is_none() {
+                            self.input.advance(need);
+                        }
                         self.out.extend(proto::EXPECTED_CRLF);
                         continue;
                     }
@@ -452,7 +456,16 @@ impl Conn {
                             now
                         }
                     };
-                    match store.put(self.id, id, pri, delay, ttr, body, now) {
+                    let put = match direct {
+                        Some(body) => store.put(self.id, id, pri, delay, ttr, body, now),
+                        None => {
+                            let body = &self.input[..need];
+                            let put = store.put(self.id, id, pri, delay, ttr, body, now);
+                            self.input.advance(need);
+                            put
+                        }
+                    };
+                    match put {
                         Ok(id) => {
                             self.out.extend(b"INSERTED ");
                             self.out.num(id);

@@ -5,13 +5,14 @@
 //! from a counter and are never reused.
 //!
 //! Memory per job is what bounds the queue, so the record is 64 bytes: the body is
-//! a 12-byte [`Body`], and the fields most jobs never need (the reserver and the
+//! a 12-byte [`Body`] (small ones in the table's [`BodyArena`]), and the fields most jobs never need (the reserver and the
 //! five counters, all zero until a job is first reserved, buried or kicked) live in
 //! a side table keyed by slot.
 
 use crate::idindex::{IdIndex, SlotMap};
 
-pub use super::body::Body;
+use super::arena::BodyArena;
+pub use super::body::{Body, BodyIn};
 
 /// Where a job is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,8 +36,9 @@ impl JobState {
     }
 }
 
-/// One job. Times are nanoseconds on the server's monotonic clock.
-#[derive(Debug, Clone)]
+/// One job. Times are nanoseconds on the server's monotonic clock. Its body is made
+/// by [`JobTable::body`], for that table only (so a job is never cloned).
+#[derive(Debug)]
 pub struct Job {
     pub id: u64,
     /// The body followed by its CRLF, exactly as received.
@@ -96,8 +98,8 @@ impl Default for JobCounters {
 }
 
 /// What a job costs beside its body, counted against `--max-memory`: its 64-byte
-/// slot, its id index entry, its place in a heap or list, a timer, and the body's
-/// allocation header, rounded up.
+/// slot, its id index entry, its place in a heap or list, a timer, and the rounding
+/// of a small body up to its arena slot (at most 15 bytes), rounded up.
 pub const JOB_OVERHEAD: u64 = 128;
 
 /// What `job` counts against `--max-memory`.
@@ -115,6 +117,8 @@ pub struct JobTable {
     counters: SlotMap<JobCounters>,
     /// The live jobs' bodies (CRLF included) plus [`JOB_OVERHEAD`] each.
     bytes: u64,
+    /// Where the small bodies are (declared last: dropped after the jobs).
+    arena: BodyArena,
 }
 
 impl JobTable {
@@ -122,7 +126,6 @@ impl JobTable {
         self.index.len()
     }
 
-    #[allow(dead_code)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -143,6 +146,12 @@ impl JobTable {
         self.bytes
     }
 
+    /// A body for a job about to be inserted into this table.
+    pub fn body<'a>(&mut self, body: impl Into<BodyIn<'a>>) -> Body {
+        Body::new(&mut self.arena, body.into())
+    }
+
+    /// Insert a job whose body [`JobTable::body`] made.
     pub fn insert(&mut self, job: Job) -> u32 {
         let id = job.id;
         self.bytes += job_cost(job.body.len());
@@ -165,13 +174,15 @@ impl JobTable {
         slot
     }
 
-    pub fn remove(&mut self, slot: u32) -> Option<Job> {
+    /// Remove a job; its tube.
+    pub fn remove(&mut self, slot: u32) -> Option<u32> {
         let job = self.slots.get_mut(slot as usize)?.take()?;
         self.bytes -= job_cost(job.body.len());
         self.index.remove(job.id);
         self.counters.remove(&slot);
         self.free.push(slot);
-        Some(job)
+        job.body.release(&mut self.arena);
+        Some(job.tube)
     }
 
     pub fn get(&self, slot: u32) -> Option<&Job> {
@@ -249,6 +260,12 @@ impl JobTable {
             return Err(format!(
                 "jobs counted at {} bytes, {bytes} in slots",
                 self.bytes
+            ));
+        }
+        if self.is_empty() && self.arena.pages() > 0 {
+            return Err(format!(
+                "no jobs, but {} pages of bodies held",
+                self.arena.pages()
             ));
         }
         if self.index.mostly_holes() {

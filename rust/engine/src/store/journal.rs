@@ -53,9 +53,10 @@ impl Store {
             log.recovered_job(j.home, recovered.snapshot_len(&j) as u64);
             self.tubes.get_mut(tube).jobs_ct += 1;
             let f = j.fields;
+            let body = self.jobs.body(j.body_crlf);
             let slot = self.jobs.insert(Job {
                 id: f.id,
-                body: j.body_crlf.into(),
+                body,
                 created: log.mono(f.created),
                 deadline: 0,
                 pri: f.pri,

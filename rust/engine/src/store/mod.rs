@@ -10,6 +10,7 @@
 //! waiting connection, so serving one tube after a change is all that is needed.
 
 mod admin_ops;
+mod arena;
 mod body;
 mod check;
 mod conn;
@@ -34,7 +35,7 @@ pub use self::admin_ops::{NotDeleted, Which};
 pub use self::conn::ConnState;
 use self::heap::{DelayEntry, Entry};
 use self::job::JobTable;
-pub use self::job::{Body, Job, JobState};
+pub use self::job::{Body, BodyIn, Job, JobState};
 pub use self::journal::LogStats;
 pub use self::log::StoreLog;
 use self::timers::{Timer, Timers};
@@ -427,9 +428,9 @@ impl Store {
     /// Remove a detached job from the table and drop its tube if now unused.
     fn free_job(&mut self, slot: u32) {
         self.journal_delete(slot);
-        if let Some(job) = self.jobs.remove(slot) {
-            self.tubes.get_mut(job.tube).jobs_ct -= 1;
-            self.drop_tube_if_unused(job.tube);
+        if let Some(tube) = self.jobs.remove(slot) {
+            self.tubes.get_mut(tube).jobs_ct -= 1;
+            self.drop_tube_if_unused(tube);
             // A deleted delayed or reserved job leaves a stale timer behind.
             self.compact_timers();
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::conn::{Wait, WIDE};
-use super::job::{Job, JobState};
+use super::job::{BodyIn, Job, JobState};
 use super::timers::Timer;
 use super::tube::Pause;
 use super::{
@@ -107,16 +107,17 @@ impl Store {
 
     /// Store a job whose id came from [`Store::begin_put`]. `body` includes the CRLF.
     #[allow(clippy::too_many_arguments)]
-    pub fn put(
+    pub fn put<'b>(
         &mut self,
         conn: ConnId,
         id: u64,
         pri: u32,
         delay: u32,
         ttr: u32,
-        body: Bytes,
+        body: impl Into<BodyIn<'b>>,
         now: u64,
     ) -> Result<u64, PutRefused> {
+        let body = body.into();
         if self.draining {
             return Err(PutRefused::Draining);
         }
@@ -133,9 +134,10 @@ impl Store {
         t.jobs_ct += 1;
         t.total_jobs += 1;
         self.counts.total_jobs += 1;
+        let body = self.jobs.body(body);
         let slot = self.jobs.insert(Job {
             id,
-            body: body.into(),
+            body,
             created: now,
             deadline: 0,
             pri,

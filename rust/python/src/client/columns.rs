@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 
 use beanpole_client::batch::{pipeline, BatchFailure, Tally};
-use beanpole_client::command::expect;
+use beanpole_client::command::{expect, put_id, PutLines};
 use beanpole_client::{shard, ClientError, Command, ErrorReply, Reply};
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::PyValueError;
@@ -134,12 +134,6 @@ impl PyClient {
         let delay = Setting::new(delay, len, "delay")?;
         let ttr = Setting::new(ttr, len, "ttr")?;
         let tubes = tubes.map(|t| Tubes::new(t, len)).transpose()?;
-        let put = Command::Put {
-            pri: 0,
-            delay: 0,
-            ttr: 0,
-            body: b"",
-        };
         let result = py.detach(|| {
             // Kinds of the commands sent and not yet answered, oldest first; kept
             // only with per-row tubes (without, every command is a put).
@@ -151,6 +145,7 @@ impl PyClient {
             let mut conn = self.lock();
             let mut next = 0usize;
             let mut using: Option<u32> = None;
+            let mut lines = PutLines::default();
             let data = arrow.data_bytes();
             let result = pipeline(
                 &mut conn,
@@ -169,12 +164,8 @@ impl PyClient {
                         let (a, b) = arrow
                             .range(next)
                             .map_err(|e| ClientError::Invalid(e.to_string()))?;
-                        q.push(Command::Put {
-                            pri: pri.get(next),
-                            delay: delay.get(next),
-                            ttr: ttr.get(next),
-                            body: &data[a..b],
-                        })?;
+                        let (p, d, t) = (pri.get(next), delay.get(next), ttr.get(next));
+                        q.push_put(&mut lines, p, d, t, &data[a..b]);
                         if tracked {
                             sent.borrow_mut().push_back(Sent::Put);
                         }
@@ -204,10 +195,7 @@ impl PyClient {
                             }
                         },
                         Sent::Put => {
-                            let outcome = expect(&put, reply).and_then(|r| match r {
-                                Reply::Inserted(id) => Ok(id),
-                                other => Err(unexpected(&other)),
-                            });
+                            let outcome = put_id(reply);
                             let row = tally.answered;
                             tally.record(row, outcome)
                         }
