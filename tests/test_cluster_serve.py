@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -262,3 +263,23 @@ def test_a_wiped_lowest_node_founds_no_second_cluster(
     rows = {row["id"]: row for row in json.loads(out)}
     assert rows[1]["cluster"] in ids | {None}
     assert {rows[n]["cluster"] for n in (2, 3)} == ids
+
+
+def test_a_node_stopped_and_continued_keeps_running_and_stops_on_sigterm(
+    nodes: tuple[Path, dict[int, int], dict[int, BeanpoleChild]],
+) -> None:
+    """SIGSTOP and SIGCONT once made the node's signal wait return a number that is no
+    signal's, and the node stopped (or crashed on it)."""
+    path, clients, children = nodes
+    leader(clients, children, set(clients))
+    child = children[2]
+    for _ in range(5):
+        child.proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.1)  # the time under test: stopped, then continued
+        child.proc.send_signal(signal.SIGCONT)
+    status, out = cluster_status(path)
+    assert status == 0
+    assert {row["id"]: row["role"] for row in json.loads(out)}[2] != "down"
+    assert child.proc.poll() is None, "".join(child.stderr)
+    assert child.stop() == 0
+    assert any("SIGTERM: stopping" in line for line in child.stderr), child.stderr

@@ -51,6 +51,7 @@ _NOT_FOR_NODES: Final = {
 #: TLS settings: on a node they serve only ``--http tls:HOST:PORT``.
 _TLS: Final = ("tls_cert", "tls_key", "tls_client_ca")
 _STOP: Final = {signal.SIGTERM, signal.SIGINT}
+_NAMES: Final = {int(s): s.name for s in _STOP}
 #: Seconds between looks at the node's health while waiting for a signal.
 _CHECK_EVERY: Final = 0.5
 
@@ -154,7 +155,12 @@ def _wait(node: Any) -> str | None:
     while True:
         got = signal.sigtimedwait(_STOP, _CHECK_EVERY)
         if got is not None:
-            _LOG.info("%s: stopping", signal.Signals(got.si_signo).name)
+            name = _NAMES.get(got.si_signo)
+            if name is None:
+                # Woken without one of ours (seen after SIGSTOP and SIGCONT, with a
+                # number that is no signal's): wait on.
+                continue
+            _LOG.info("%s: stopping", name)
             return None
         failure: str | None = node.failure()
         if failure is not None:
