@@ -51,6 +51,19 @@ fn start_with(
     Ok(Node::start(config)?)
 }
 
+/// Three nodes of `file`, started with the tests' timing, each in a temporary
+/// directory (kept alive by the first value).
+fn three(file: &ClusterFile) -> Result<(Vec<tempfile::TempDir>, Vec<Option<Node>>), Error> {
+    let dirs: Vec<tempfile::TempDir> = (0..3)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        nodes.push(Some(start(file, id, dirs[id as usize - 1].path())?));
+    }
+    Ok((dirs, nodes))
+}
+
 /// The node that serves clients, once one does (at most 15 s).
 fn serving(nodes: &[Option<Node>]) -> Result<usize, Error> {
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -101,13 +114,7 @@ impl Client {
 #[test]
 fn the_leader_serves_clients_and_a_new_leader_has_what_it_acknowledged() -> Result<(), Error> {
     let file = cluster_file(3)?;
-    let dirs: Vec<tempfile::TempDir> = (0..3)
-        .map(|_| tempfile::tempdir())
-        .collect::<Result<_, _>>()?;
-    let mut nodes: Vec<Option<Node>> = Vec::new();
-    for id in 1..=3u64 {
-        nodes.push(Some(start(&file, id, dirs[id as usize - 1].path())?));
-    }
+    let (_dirs, mut nodes) = three(&file)?;
     let first = serving(&nodes)?;
     let leader = nodes[first].as_ref().ok_or("leader")?;
     assert_eq!(leader.status().role, "leader");
@@ -173,13 +180,7 @@ fn the_leader_serves_clients_and_a_new_leader_has_what_it_acknowledged() -> Resu
 fn a_leader_cut_off_from_a_majority_acknowledges_nothing_once_its_lease_is_over(
 ) -> Result<(), Error> {
     let file = cluster_file(3)?;
-    let dirs: Vec<tempfile::TempDir> = (0..3)
-        .map(|_| tempfile::tempdir())
-        .collect::<Result<_, _>>()?;
-    let mut nodes: Vec<Option<Node>> = Vec::new();
-    for id in 1..=3u64 {
-        nodes.push(Some(start(&file, id, dirs[id as usize - 1].path())?));
-    }
+    let (_dirs, mut nodes) = three(&file)?;
     let first = serving(&nodes)?;
     let mut client = Client::connect(nodes[first].as_ref().ok_or("leader")?.client_addr()?)?;
     assert_eq!(client.call(b"put 0 0 60 2\r\nhi\r\n")?, "INSERTED 1\r\n");
@@ -374,13 +375,7 @@ fn a_follower_whose_directory_was_wiped_rejoins_from_a_snapshot() -> Result<(), 
 #[test]
 fn a_node_whose_disk_fails_says_why_and_the_others_go_on() -> Result<(), Error> {
     let file = cluster_file(3)?;
-    let dirs: Vec<tempfile::TempDir> = (0..3)
-        .map(|_| tempfile::tempdir())
-        .collect::<Result<_, _>>()?;
-    let mut nodes: Vec<Option<Node>> = Vec::new();
-    for id in 1..=3u64 {
-        nodes.push(Some(start(&file, id, dirs[id as usize - 1].path())?));
-    }
+    let (_dirs, mut nodes) = three(&file)?;
     let first = serving(&nodes)?;
     let follower = (first + 1) % 3;
     let broken = nodes[follower].as_ref().ok_or("follower")?;
