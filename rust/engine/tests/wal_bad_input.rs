@@ -311,8 +311,12 @@ fn set_odd_value(files: &mut [Image], which: usize, field: u8, value: u64) {
         Record::Reserve { id }
         | Record::Kick { id }
         | Record::Timeout { id }
-        | Record::Delete { id } => *id = v64,
+        | Record::Delete { id }
+        | Record::Return { id } => *id = v64,
         Record::NextId { next_id } => *next_id = v64,
+        // A single server's segments never hold session records.
+        Record::Hold { id, .. } => *id = v64,
+        Record::Outcome { owner, .. } | Record::End { owner } => *owner = v64,
     }
     let mut bytes = Vec::new();
     record.encode(&mut bytes);

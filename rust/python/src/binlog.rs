@@ -74,6 +74,28 @@ fn record_dict<'py>(
             d.set_item("kind", "next-id")?;
             d.set_item("next_id", next_id)?;
         }
+        Record::Hold {
+            owner,
+            deadline,
+            seq,
+            ..
+        } => {
+            d.set_item("kind", "hold")?;
+            d.set_item("owner", owner)?;
+            d.set_item("deadline", deadline)?;
+            d.set_item("seq", seq)?;
+        }
+        Record::Return { .. } => d.set_item("kind", "return")?,
+        Record::Outcome { owner, seq, reply } => {
+            d.set_item("kind", "outcome")?;
+            d.set_item("owner", owner)?;
+            d.set_item("seq", seq)?;
+            d.set_item("reply", PyBytes::new(py, reply.as_slice()))?;
+        }
+        Record::End { owner } => {
+            d.set_item("kind", "end")?;
+            d.set_item("owner", owner)?;
+        }
     }
     Ok(d)
 }

@@ -109,6 +109,9 @@ impl Shared {
         let mut id = None;
         if let Some(log) = log {
             id = Some(log.instance.clone());
+            if log.pipe.is_replicated() {
+                store.enable_sessions(crate::store::session::SESSION_GRACE);
+            }
             store.attach_log(log, TIME_BASE);
             log.pipe.set_events(Arc::clone(&events));
             log_pipe = Some(Arc::clone(&log.pipe));

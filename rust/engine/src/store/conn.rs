@@ -38,6 +38,8 @@ pub struct ConnState {
     /// The answer to a blocked reserve, until the connection picks it up.
     pub mailbox: Option<Delivery>,
     pub waker: Arc<dyn Wakeup>,
+    /// Set for a session a follower forwards (replicated clusters only).
+    pub session: Option<Box<super::session::Session>>,
 }
 
 impl std::fmt::Debug for ConnState {

@@ -41,6 +41,14 @@ impl Store {
         self.next_id = self.next_id.max(recovered.next_id);
         self.seq = self.seq.max(recovered.max_bury_seq);
         let jobs = std::mem::take(&mut recovered.jobs);
+        // A replicated state's reservations held by sessions (none otherwise).
+        let held: std::collections::HashMap<u64, crate::wal::session::Held> =
+            std::mem::take(&mut recovered.held)
+                .into_iter()
+                .map(|h| (h.id, h))
+                .collect();
+        let sessions = std::mem::take(&mut recovered.sessions);
+        let mut restore = Vec::new();
         let recovered = &*recovered;
         let tubes = self.restore_tubes(recovered, &jobs);
         self.jobs.reserve(jobs.len());
@@ -79,6 +87,10 @@ impl Store {
                 },
             );
             match f.state {
+                StoredState::Reserved if held.contains_key(&f.id) => {
+                    let h = held[&f.id];
+                    restore.push((slot, h.owner, log.mono(h.deadline), h.seq));
+                }
                 StoredState::Ready | StoredState::Reserved => self.make_ready(slot, now),
                 StoredState::Delayed => self.make_delayed(slot, log.mono(f.ready_at).max(now)),
                 StoredState::Buried => buried.push((f.bury_seq, f.id, slot)),
@@ -96,6 +108,9 @@ impl Store {
         }
         log.note_next_id(self.next_id);
         self.log = Some(log);
+        if !restore.is_empty() || !sessions.is_empty() {
+            self.restore_sessions(sessions, restore, now);
+        }
     }
 
     /// The store tube of each recovered tube name that has a job, made in the order
@@ -183,6 +198,14 @@ impl Store {
     /// refused: its record is left out (the job's reserves or timeouts counter may
     /// then read one lower after a restart) and counted, rather than blocking every
     /// reply behind a write that cannot be placed.
+    /// Journal a record however full the log is (a replicated cluster's
+    /// session records: its log has no segments to fill).
+    pub(super) fn journal_always(&mut self, record: &Record) {
+        if let Some(log) = self.log.as_mut() {
+            log.append(record);
+        }
+    }
+
     pub(super) fn journal(&mut self, record: Record) {
         if let Some(log) = self.log.as_mut() {
             if log.room_for_waiting(UPDATE_RECORD_MAX) {

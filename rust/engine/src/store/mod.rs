@@ -19,6 +19,7 @@ pub(crate) mod job;
 mod journal;
 mod log;
 mod ops;
+pub mod session;
 mod tick;
 mod timers;
 mod tube;
@@ -136,6 +137,12 @@ pub struct Store {
     log: Option<StoreLog>,
     /// Where job events go (admin hooks); produces nothing unless asked.
     events: Arc<EventHub>,
+    /// Sessions by owner key (replicated clusters only; see `session.rs`).
+    sessions: std::collections::HashMap<u64, ConnId>,
+    /// Whether sessions' holds, replies and ends are journaled.
+    sessions_on: bool,
+    /// How long a detached session lasts.
+    session_grace: u64,
 }
 
 impl std::fmt::Debug for Store {
@@ -171,6 +178,9 @@ impl Store {
             ready_tubes: Vec::new(),
             log: None,
             events: Arc::new(EventHub::new(0)),
+            sessions: std::collections::HashMap::new(),
+            sessions_on: false,
+            session_grace: session::SESSION_GRACE,
         }
     }
 
@@ -419,6 +429,7 @@ impl Store {
         self.tubes.get_mut(tube).reserved_ct += 1;
         self.counts.reserved += 1;
         self.journal(crate::wal::format::Record::Reserve { id });
+        self.journal_hold(conn, id, deadline);
         self.emit(EventKind::Reserve, slot);
         self.timers.push(deadline, Timer::Ttr(id));
         self.compact_timers();
@@ -527,7 +538,8 @@ impl Store {
 
     fn compact_timers(&mut self) {
         let live = (self.counts.delayed + self.counts.reserved + self.counts.waiting) as usize
-            + self.tubes.len();
+            + self.tubes.len()
+            + self.sessions.len();
         let (jobs, conns, tubes) = (&self.jobs, &self.conns, &self.tubes);
         self.timers.compact(live, |at, timer| match timer {
             // A job's deadline field outlives the state it was set for (a released
@@ -549,6 +561,11 @@ impl Store {
                 .try_get(tube)
                 .and_then(|t| t.pause)
                 .is_some_and(|p| p.seq == seq),
+            Timer::Session(conn, seq) => conns
+                .get(conn as usize)
+                .and_then(Option::as_ref)
+                .and_then(|c| c.session.as_ref())
+                .is_some_and(|s| s.detached == Some(seq)),
         });
     }
 }

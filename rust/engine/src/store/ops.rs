@@ -33,6 +33,7 @@ impl Store {
             worker: false,
             mailbox: None,
             waker,
+            session: None,
         };
         match self.free_conns.pop() {
             Some(id) => {
@@ -49,6 +50,9 @@ impl Store {
     /// A connection closed: its reserved jobs go back to ready, its tubes may go.
     pub fn disconnect(&mut self, conn: ConnId, now: u64) {
         self.end_wait(conn);
+        if self.is_session(conn) {
+            self.end_session(conn);
+        }
         let Some(c) = self.conns.get(conn as usize).and_then(Option::as_ref) else {
             return;
         };
@@ -89,7 +93,7 @@ impl Store {
         }
     }
 
-    fn set_worker(&mut self, conn: ConnId) {
+    pub(super) fn set_worker(&mut self, conn: ConnId) {
         if let Some(c) = self.conn_mut(conn) {
             if !c.worker {
                 c.worker = true;
@@ -269,7 +273,7 @@ impl Store {
     }
 
     /// Whether `conn` holds the reserved job in `slot` (at `pos` in its list).
-    fn holds(&self, conn: ConnId, slot: u32, pos: u32) -> bool {
+    pub(super) fn holds(&self, conn: ConnId, slot: u32, pos: u32) -> bool {
         self.conn(conn)
             .is_some_and(|c| c.reserved.get(pos as usize) == Some(&slot))
     }
@@ -335,6 +339,7 @@ impl Store {
         };
         job.deadline = now + u64::from(job.ttr) * SECOND;
         let (deadline, id) = (job.deadline, job.id);
+        self.journal_hold(conn, id, deadline);
         self.timers.push(deadline, Timer::Ttr(id));
         self.compact_timers();
         self.emit(EventKind::Touch, slot);

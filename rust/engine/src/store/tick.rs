@@ -14,6 +14,7 @@ impl Store {
                 Timer::Ttr(id) => self.ttr_ends(id, at, now),
                 Timer::Wait(conn, seq) => self.wait_expires(conn, seq, now),
                 Timer::Unpause(tube, seq) => self.pause_ends(tube, seq, now),
+                Timer::Session(conn, seq) => self.session_expires(conn, seq, now),
             }
         }
         self.timers.next()

@@ -21,6 +21,8 @@ pub enum Timer {
     Wait(u32, u64),
     /// A tube's pause (tube slot, pause sequence) ends.
     Unpause(u32, u64),
+    /// A detached session (connection slot, detach sequence) ends.
+    Session(u32, u64),
 }
 
 #[derive(Debug, Default)]

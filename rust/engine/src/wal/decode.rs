@@ -5,7 +5,8 @@
 pub use super::format::JobRef;
 use super::format::{
     checksum, job_record_len, DecodeError, JobFields, Reader, Record, StoredState, BURY_RECORD_LEN,
-    DELETE_RECORD_LEN, FRAME_LEN, ID_LIMIT, JOB_FIXED_LEN, MAX_RECORD, RELEASE_RECORD_LEN,
+    DELETE_RECORD_LEN, FRAME_LEN, ID_LIMIT, JOB_FIXED_LEN, MAX_OUTCOME_REPLY, MAX_RECORD,
+    RELEASE_RECORD_LEN,
 };
 
 /// A record decoded without copying: replay copies a job's body only once, into
@@ -105,6 +106,27 @@ impl RecordRef<'_> {
             6 => RecordRef::Change(Record::Timeout { id: r.u64()? }),
             7 => RecordRef::Change(Record::Delete { id: r.u64()? }),
             8 => RecordRef::Change(Record::NextId { next_id: r.u64()? }),
+            9 => RecordRef::Change(Record::Hold {
+                id: r.u64()?,
+                owner: r.u64()?,
+                deadline: r.i64()?,
+                seq: r.u64()?,
+            }),
+            10 => RecordRef::Change(Record::Return { id: r.u64()? }),
+            11 => {
+                let owner = r.u64()?;
+                let seq = r.u64()?;
+                let len = r.u32()? as usize;
+                if len > MAX_OUTCOME_REPLY {
+                    return Err(DecodeError::Payload);
+                }
+                RecordRef::Change(Record::Outcome {
+                    owner,
+                    seq,
+                    reply: r.take(len)?.to_vec(),
+                })
+            }
+            12 => RecordRef::Change(Record::End { owner: r.u64()? }),
             k => return Err(DecodeError::Kind(k)),
         };
         if !r.0.is_empty() {

@@ -31,11 +31,21 @@
 //! | 6    | timeout | id u64 |
 //! | 7    | delete  | id u64 |
 //! | 8    | next-id | next_id u64: the next job id, written before compaction removes segments |
+//! | 9    | hold    | id u64, owner u64 (session), deadline i64 (wall ns, the TTR's end), seq u64 (the session's command that reserved it) |
+//! | 10   | return  | id u64: a reservation given back when its session ended: ready, no counter changes |
+//! | 11   | outcome | owner u64, seq u64, reply_len u32, reply: the reply a session's command got |
+//! | 12   | end     | owner u64: the session ended |
 //!
 //! A `job` record is a full snapshot: written by put, and again when compaction
 //! moves a live job out of an old segment. The other kinds change one job. Replay
 //! applies records in segment order; a change to a job not (yet) known is ignored,
 //! because a later snapshot of it follows. Buried jobs are ordered by `bury_seq`.
+//!
+//! Kinds 9 to 12 are written only into a replicated cluster's entries and
+//! snapshot images (docs/cluster.md, "Sessions"): they keep a forwarded client
+//! connection's reservations and the replies of its last commands through a
+//! change of leader. A single server's segments never hold them; a reader of
+//! this version accepts them anywhere.
 
 use thiserror::Error;
 
@@ -124,6 +134,28 @@ pub enum Record {
     /// No job: the lowest id the server may hand out next.
     NextId {
         next_id: u64,
+    },
+    /// The job, reserved by the session `owner`'s command `seq`, is held until
+    /// `deadline` (wall ns). Written after a session's reserve and touch.
+    Hold {
+        id: u64,
+        owner: u64,
+        deadline: i64,
+        seq: u64,
+    },
+    /// A held job given back because its session ended: ready again.
+    Return {
+        id: u64,
+    },
+    /// The reply the session `owner`'s command `seq` got.
+    Outcome {
+        owner: u64,
+        seq: u64,
+        reply: Vec<u8>,
+    },
+    /// The session `owner` ended.
+    End {
+        owner: u64,
     },
 }
 
@@ -269,6 +301,36 @@ impl Record {
             Record::Timeout { id } => id_record(out, 6, id),
             Record::Delete { id } => id_record(out, 7, id),
             Record::NextId { next_id } => id_record(out, 8, next_id),
+            Record::Hold {
+                id,
+                owner,
+                deadline,
+                seq,
+            } => append_sealed(
+                out,
+                Fields::<HOLD_RECORD_LEN>::new(9)
+                    .u64(id)
+                    .u64(owner)
+                    .i64(deadline)
+                    .u64(seq)
+                    .done(),
+            ),
+            Record::Return { id } => id_record(out, 10, id),
+            Record::Outcome {
+                owner,
+                seq,
+                ref reply,
+            } => {
+                let start = out.len();
+                out.extend_from_slice(&[0; FRAME_LEN]);
+                out.push(11);
+                out.extend_from_slice(&owner.to_le_bytes());
+                out.extend_from_slice(&seq.to_le_bytes());
+                out.extend_from_slice(&(reply.len() as u32).to_le_bytes());
+                out.extend_from_slice(reply);
+                seal(&mut out[start..])
+            }
+            Record::End { owner } => id_record(out, 12, owner),
         }
     }
 
@@ -281,8 +343,10 @@ impl Record {
             | Record::Bury { id, .. }
             | Record::Kick { id }
             | Record::Timeout { id }
-            | Record::Delete { id } => *id,
-            Record::NextId { .. } => 0,
+            | Record::Delete { id }
+            | Record::Hold { id, .. }
+            | Record::Return { id } => *id,
+            Record::NextId { .. } | Record::Outcome { .. } | Record::End { .. } => 0,
         }
     }
 }
@@ -293,6 +357,9 @@ pub(super) const JOB_FIXED_LEN: usize = FRAME_LEN + 1 + 8 + 4 * 3 + 1 + 8 * 3 + 
 /// Size on disk of a release record, the largest record other than a job.
 pub const RELEASE_RECORD_LEN: usize = FRAME_LEN + 1 + 8 + 4 + 4 + 8;
 pub(super) const BURY_RECORD_LEN: usize = FRAME_LEN + 1 + 8 + 4 + 8;
+pub(super) const HOLD_RECORD_LEN: usize = FRAME_LEN + 1 + 8 * 4;
+/// The longest reply an outcome record keeps.
+pub const MAX_OUTCOME_REPLY: usize = 1 << 20;
 
 /// Length on disk of a job snapshot for this tube and body length.
 pub fn job_record_len(tube_len: usize, body_len: usize) -> usize {
@@ -477,6 +544,24 @@ mod tests {
             Record::Timeout { id: 10 },
             Record::Delete { id: ID_LIMIT - 1 },
             Record::NextId { next_id: ID_LIMIT },
+            Record::Hold {
+                id: 11,
+                owner: u64::MAX,
+                deadline: -12,
+                seq: 13,
+            },
+            Record::Return { id: 14 },
+            Record::Outcome {
+                owner: 15,
+                seq: 16,
+                reply: b"INSERTED 17\r\n".to_vec(),
+            },
+            Record::Outcome {
+                owner: 1,
+                seq: 2,
+                reply: Vec::new(),
+            },
+            Record::End { owner: u64::MAX },
         ];
         let mut buf = Vec::new();
         for r in &records {

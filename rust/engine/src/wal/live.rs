@@ -84,7 +84,13 @@ pub(super) fn apply_change(job: &mut JobFields, change: &Record) {
             job.timeouts = job.timeouts.wrapping_add(1);
             job.state = StoredState::Ready;
         }
-        Record::Job(_) | Record::Delete { .. } | Record::NextId { .. } => {}
+        Record::Return { .. } => job.state = StoredState::Ready,
+        Record::Job(_)
+        | Record::Delete { .. }
+        | Record::NextId { .. }
+        | Record::Hold { .. }
+        | Record::Outcome { .. }
+        | Record::End { .. } => {}
     }
 }
 
@@ -207,6 +213,12 @@ impl LiveJobs {
                         .map_or(&[][..], Vec::as_slice),
                 )
             })
+    }
+
+    /// The stored state of live job `id`.
+    pub fn state(&self, id: u64) -> Option<StoredState> {
+        let at = self.index.get(id)?;
+        Some(self.jobs[at as usize].fields.state)
     }
 
     /// The tube names a job's `tube` indexes.

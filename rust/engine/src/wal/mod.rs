@@ -26,6 +26,7 @@ pub mod pipe;
 pub mod recover;
 pub mod replica;
 pub mod replicate;
+pub mod session;
 pub mod table;
 pub mod tools;
 pub mod writer;

@@ -28,6 +28,10 @@ pub struct Recovered {
     pub records: u64,
     /// Torn tails cut, corrupt regions skipped: everything a log must not hide.
     pub warnings: Vec<String>,
+    /// A replicated cluster's reserved jobs held by sessions (empty otherwise).
+    pub held: Vec<super::session::Held>,
+    /// A replicated cluster's sessions and their last replies (empty otherwise).
+    pub sessions: Vec<super::session::SessionReplies>,
 }
 
 impl Recovered {

@@ -15,9 +15,11 @@
 use thiserror::Error;
 
 use super::decode::{JobRef, RecordRef};
+use super::format::StoredState;
 use super::format::{DecodeError, Header, Record, HEADER_LEN};
 use super::live::LiveJobs;
 use super::recover::Recovered;
+use super::session::Sessions;
 
 /// Why bytes handed to a replica are not a run of records or a snapshot image.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -45,6 +47,8 @@ pub struct Replica {
     max_bury_seq: u64,
     /// Records applied since this replica was made or read.
     records: u64,
+    /// Sessions' held jobs and recorded replies.
+    sessions: Sessions,
 }
 
 impl Default for Replica {
@@ -61,6 +65,7 @@ impl Replica {
             next_id: 1,
             max_bury_seq: 0,
             records: 0,
+            sessions: Sessions::default(),
         }
     }
 
@@ -84,10 +89,15 @@ impl Replica {
             RecordRef::Job(job) => {
                 self.next_id = self.next_id.max(job.fields.id + 1);
             }
-            RecordRef::Change(_) => {}
+            RecordRef::Change(change) => self.sessions.apply(change),
         }
         self.live.apply(record, 0);
         self.max_bury_seq = self.max_bury_seq.max(self.live.max_bury_seq);
+    }
+
+    /// Whether live job `id` is reserved.
+    fn reserved(&self, id: u64) -> bool {
+        self.live.state(id) == Some(StoredState::Reserved)
     }
 
     /// The next job id a leader built from this state hands out.
@@ -133,6 +143,8 @@ impl Replica {
             tubes: self.live.tubes().to_vec(),
             next_id: self.next_id,
             max_bury_seq: self.max_bury_seq,
+            held: self.sessions.held(|id| self.reserved(id)),
+            sessions: self.sessions.replies(),
             ..Recovered::default()
         };
         recovered.sort_jobs();
@@ -152,6 +164,7 @@ impl Replica {
         for job in self.jobs() {
             job.encode(out);
         }
+        self.sessions.encode(|id| self.reserved(id), out);
         Record::NextId {
             next_id: self.next_id,
         }

@@ -156,7 +156,9 @@ fn plan_once(path: &Path) -> Result<Option<LogPlan>, TableError> {
                         }
                     }
                 }
-                RecordRef::Change(Record::NextId { .. }) => {}
+                RecordRef::Change(
+                    Record::NextId { .. } | Record::Outcome { .. } | Record::End { .. },
+                ) => {}
                 RecordRef::Change(change) => {
                     if let Some(was) = home.get(id) {
                         if was != here {
@@ -426,6 +428,10 @@ fn kind_name(record: &RecordRef<'_>) -> &'static [u8] {
         RecordRef::Change(Record::Timeout { .. }) => b"timeout",
         RecordRef::Change(Record::Delete { .. }) => b"delete",
         RecordRef::Change(Record::NextId { .. }) => b"next-id",
+        RecordRef::Change(Record::Hold { .. }) => b"hold",
+        RecordRef::Change(Record::Return { .. }) => b"return",
+        RecordRef::Change(Record::Outcome { .. }) => b"outcome",
+        RecordRef::Change(Record::End { .. }) => b"end",
     }
 }
 
@@ -470,7 +476,9 @@ pub fn records(path: &Path, seq: u64, end: u64) -> Result<Columns, TableError> {
             RecordRef::Change(Record::Bury { id, pri, .. }) => {
                 (Some(*id), None, None, Some(*pri), None, None, None)
             }
-            RecordRef::Change(Record::NextId { .. }) => (None, None, None, None, None, None, None),
+            RecordRef::Change(
+                Record::NextId { .. } | Record::Outcome { .. } | Record::End { .. },
+            ) => (None, None, None, None, None, None, None),
             RecordRef::Change(r) => (Some(r.id()), None, None, None, None, None, None),
         };
         c[3].push_i64(id.map(|v| v as i64));

@@ -23,6 +23,7 @@ const S: u64 = SECOND;
 
 mod jobs;
 mod model;
+mod sessions;
 mod stats;
 mod timing;
 mod tubes;

@@ -1,0 +1,220 @@
+//! Sessions through a change of leader: a store journals into a replicated log,
+//! a replica applies what it proposed, and a second store built from the
+//! replica (the next leader) gives a session back its jobs and answers its
+//! resent commands from their first run.
+
+use std::sync::Mutex;
+
+use super::*;
+use crate::store::session::{AttachError, Replay};
+use crate::wal::replica::Replica;
+use crate::wal::replicate::{self, Replicate};
+
+/// Collects what the store proposes.
+#[derive(Default)]
+struct Collect(Mutex<Vec<u8>>);
+
+impl Replicate for Collect {
+    fn propose(&self, records: Vec<u8>, _end: u64) {
+        self.0.lock().unwrap().extend_from_slice(&records);
+    }
+}
+
+/// A leader's store on `replica`'s state, with sessions on; its proposals go
+/// to the returned sink.
+fn leader(replica: &Replica, now: u64) -> (Store, Arc<Collect>) {
+    let sink = Arc::new(Collect::default());
+    let mut opened = replicate::opened(
+        replica.to_recovered(),
+        Arc::clone(&sink) as Arc<dyn Replicate>,
+        // A replicated clock ahead of the wall clock, moving with the test's
+        // time: the stores' wall times then follow `now` as a real clock would.
+        4_000_000_000_000_000_000 + now as i64,
+        "test".into(),
+        "test".into(),
+    );
+    let mut st = store();
+    st.enable_sessions(5 * S);
+    st.attach_log(&mut opened, now);
+    ok(&st);
+    (st, sink)
+}
+
+/// Hand the store's journal to the replica (as a commit would).
+fn commit(st: &mut Store, sink: &Collect, replica: &mut Replica) {
+    st.flush_log();
+    let bytes = std::mem::take(&mut *sink.0.lock().unwrap());
+    if !bytes.is_empty() {
+        replica.apply_run(&bytes).unwrap();
+    }
+}
+
+fn attach(st: &mut Store, owner: u64, acked: u64) -> Result<(ConnId, u64), AttachError> {
+    let r = st.attach_session(
+        Arc::new(Counter::default()),
+        owner,
+        acked,
+        b"default",
+        &[b"default"],
+    );
+    ok(st);
+    r
+}
+
+/// One command of a session: `run` applies it, its reply is noted.
+fn noted(st: &mut Store, conn: ConnId, reply: &[u8]) {
+    st.note_reply(conn, reply.to_vec());
+}
+
+#[test]
+fn a_session_keeps_its_job_and_its_replies_through_a_change_of_leader() {
+    let mut replica = Replica::new();
+    let (mut a, sink) = leader(&replica, S);
+    let (conn, last) = attach(&mut a, 77, 0).unwrap();
+    assert_eq!(last, 0);
+    // Command 1: put. Command 2: reserve. Command 3: peek (a read, recorded
+    // with the pass that changed something). Command 4: put.
+    let id = a.begin_put(conn);
+    a.put(conn, id, 1, 0, 30, &b"one\r\n"[..], S).unwrap();
+    noted(&mut a, conn, format!("INSERTED {id}\r\n").as_bytes());
+    let ReserveOutcome::Now(Delivery::Reserved { id: got, .. }) = a.reserve(conn, None, S) else {
+        panic!("no job")
+    };
+    assert_eq!(got, id);
+    noted(&mut a, conn, format!("RESERVED {id} 3\r\n").as_bytes());
+    noted(&mut a, conn, b"NOT_FOUND\r\n");
+    let id2 = a.begin_put(conn);
+    a.put(conn, id2, 1, 0, 30, &b"two\r\n"[..], S).unwrap();
+    noted(&mut a, conn, format!("INSERTED {id2}\r\n").as_bytes());
+    a.record_replies(conn);
+    ok(&a);
+    commit(&mut a, &sink, &mut replica);
+
+    // The next leader, 2 s later: the job is still the session's, detached.
+    let (mut b, _sink) = leader(&replica, 3 * S);
+    let st = b.stats();
+    assert_eq!((st.reserved, st.ready), (1, 1));
+    // The follower had the replies of command 1 only.
+    let (conn, last) = attach(&mut b, 77, 1).unwrap();
+    assert_eq!(last, 4);
+    assert_eq!(
+        b.replay(conn, 1),
+        Some(Replay::Reply(format!("INSERTED {id}\r\n").into_bytes()))
+    );
+    assert_eq!(
+        b.replay(conn, 2),
+        Some(Replay::Reserved {
+            id,
+            body: Bytes::from_static(b"one\r\n")
+        })
+    );
+    assert_eq!(
+        b.replay(conn, 3),
+        Some(Replay::Reply(b"NOT_FOUND\r\n".to_vec()))
+    );
+    assert_eq!(
+        b.replay(conn, 4),
+        Some(Replay::Reply(format!("INSERTED {id2}\r\n").into_bytes()))
+    );
+    assert_eq!(b.replay(conn, 5), None);
+    // It still holds the job: only it may delete it; its TTR runs from when it
+    // was reserved on the first leader.
+    assert!(b.delete(conn, id));
+    ok(&b);
+}
+
+#[test]
+fn a_detached_session_ends_after_the_grace_time_and_gives_its_jobs_back() {
+    let mut replica = Replica::new();
+    let (mut a, sink) = leader(&replica, S);
+    let (conn, _) = attach(&mut a, 5, 0).unwrap();
+    let id = a.begin_put(conn);
+    a.put(conn, id, 1, 0, 100, &b"x\r\n"[..], S).unwrap();
+    noted(&mut a, conn, b"INSERTED 1\r\n");
+    a.reserve(conn, None, S);
+    noted(&mut a, conn, b"RESERVED 1 1\r\n");
+    a.record_replies(conn);
+    commit(&mut a, &sink, &mut replica);
+
+    let (mut b, sink_b) = leader(&replica, 2 * S);
+    assert_eq!(b.stats().reserved, 1);
+    b.tick(2 * S + 5 * S - 1);
+    assert_eq!(b.stats().reserved, 1);
+    b.tick(2 * S + 5 * S);
+    ok(&b);
+    let st = b.stats();
+    assert_eq!((st.reserved, st.ready), (0, 1));
+    // The return and the end are journaled: a third leader sees neither the
+    // hold nor the session.
+    commit(&mut b, &sink_b, &mut replica);
+    let (mut c, _) = leader(&replica, 8 * S);
+    assert_eq!(c.stats().ready, 1);
+    assert_eq!(c.session_conn(5), None);
+    // Attaching now makes a new, empty session.
+    let (conn, last) = attach(&mut c, 5, 2).unwrap();
+    assert_eq!(last, 0);
+    assert_eq!(c.replay(conn, 1), None);
+}
+
+#[test]
+fn a_session_whose_client_quits_gives_its_jobs_back_at_once_and_for_good() {
+    let mut replica = Replica::new();
+    let (mut a, sink) = leader(&replica, S);
+    let (conn, _) = attach(&mut a, 9, 0).unwrap();
+    let id = a.begin_put(conn);
+    a.put(conn, id, 1, 0, 100, &b"x\r\n"[..], S).unwrap();
+    a.reserve(conn, None, S);
+    a.disconnect(conn, S);
+    ok(&a);
+    assert_eq!(a.stats().ready, 1);
+    commit(&mut a, &sink, &mut replica);
+    let (b, _) = leader(&replica, 2 * S);
+    assert_eq!((b.stats().ready, b.stats().reserved), (1, 0));
+    assert_eq!(b.session_conn(9), None);
+}
+
+#[test]
+fn an_attached_session_is_busy_and_old_replies_are_lost() {
+    let mut replica = Replica::new();
+    let (mut a, sink) = leader(&replica, S);
+    let (conn, _) = attach(&mut a, 3, 0).unwrap();
+    assert_eq!(attach(&mut a, 3, 0), Err(AttachError::Busy));
+    let n = crate::wal::session::REPLIES_KEPT as u64 + 5;
+    for _ in 0..n {
+        let id = a.begin_put(conn);
+        a.put(conn, id, 1, 0, 100, &b"x\r\n"[..], S).unwrap();
+        noted(&mut a, conn, format!("INSERTED {id}\r\n").as_bytes());
+        a.record_replies(conn);
+    }
+    commit(&mut a, &sink, &mut replica);
+    let (mut b, _) = leader(&replica, 2 * S);
+    assert_eq!(attach(&mut b, 3, 1), Err(AttachError::Lost { needed: 2 }));
+    let (conn, last) = attach(&mut b, 3, n - 1).unwrap();
+    assert_eq!(last, n);
+    assert_eq!(
+        b.replay(conn, n),
+        Some(Replay::Reply(format!("INSERTED {n}\r\n").into_bytes()))
+    );
+}
+
+#[test]
+fn a_touch_moves_the_replicated_deadline() {
+    let mut replica = Replica::new();
+    let (mut a, sink) = leader(&replica, S);
+    let (conn, _) = attach(&mut a, 4, 0).unwrap();
+    let id = a.begin_put(conn);
+    a.put(conn, id, 1, 0, 10, &b"x\r\n"[..], S).unwrap();
+    a.reserve(conn, None, S);
+    // Touched at 8 s: the TTR now ends at 18 s, not 11 s.
+    assert!(a.touch(conn, id, 8 * S));
+    commit(&mut a, &sink, &mut replica);
+    let (mut b, _) = leader(&replica, 9 * S);
+    let (conn, _) = attach(&mut b, 4, 3).unwrap();
+    b.tick(17 * S);
+    assert_eq!(b.stats().reserved, 1);
+    b.tick(18 * S);
+    assert_eq!(b.stats().reserved, 0);
+    // Timed out, it is no longer the session's to release.
+    assert_eq!(b.stats().ready, 1);
+    assert!(!b.release(conn, id, 1, 0, 18 * S));
+}

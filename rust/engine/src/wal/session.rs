@@ -1,0 +1,234 @@
+//! Sessions in a replicated cluster's state: which forwarded client connection
+//! holds which reserved job until when, and the replies of each connection's last
+//! commands (record kinds 9 to 12, `format.rs`).
+//!
+//! A follower forwards a client's commands to the leader as a session, numbering
+//! them 1, 2, 3... When the leader changes, the follower attaches the session to
+//! the new leader and sends again the commands it has no reply for. The new
+//! leader answers those the old one already applied from their recorded replies
+//! (so nothing is applied twice), and gives the session back the jobs it holds.
+//!
+//! The leader records the replies of every command of a session up to the last
+//! one that changed anything, so the recorded commands of a session are always
+//! one unbroken run of numbers, of which the last [`REPLIES_KEPT`] are kept: a
+//! command numbered at most the last recorded one is answered from its reply,
+//! one after it runs as new.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::format::Record;
+
+/// Replies kept per session: a follower never has more commands of one session
+/// unanswered than this.
+pub const REPLIES_KEPT: usize = 1024;
+
+/// A reservation held by a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub id: u64,
+    pub owner: u64,
+    /// When its TTR runs out (wall ns).
+    pub deadline: i64,
+    /// The session's command that reserved it.
+    pub seq: u64,
+}
+
+/// A session's recorded replies: commands `first ..= first + len - 1`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionReplies {
+    pub owner: u64,
+    /// The number of the oldest kept reply (when `replies` is not empty).
+    pub first: u64,
+    pub replies: VecDeque<Vec<u8>>,
+}
+
+impl SessionReplies {
+    /// The number of the last recorded command (0 if none).
+    pub fn last(&self) -> u64 {
+        if self.replies.is_empty() {
+            self.first.saturating_sub(1)
+        } else {
+            self.first + self.replies.len() as u64 - 1
+        }
+    }
+
+    /// The recorded reply of command `seq`, if kept.
+    pub fn reply(&self, seq: u64) -> Option<&[u8]> {
+        let at = seq.checked_sub(self.first)?;
+        self.replies.get(at as usize).map(Vec::as_slice)
+    }
+
+    /// Record command `seq`'s reply. A number that does not follow the last one
+    /// starts the run afresh there (older replies no longer apply).
+    pub fn push(&mut self, seq: u64, reply: Vec<u8>) {
+        if self.replies.is_empty() || seq != self.last() + 1 {
+            self.replies.clear();
+            self.first = seq;
+        }
+        self.replies.push_back(reply);
+        while self.replies.len() > REPLIES_KEPT {
+            self.replies.pop_front();
+            self.first += 1;
+        }
+    }
+}
+
+/// The sessions part of a replicated state.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    held: HashMap<u64, Held>,
+    replies: HashMap<u64, SessionReplies>,
+}
+
+impl Sessions {
+    /// Apply one record (the live set has already applied it).
+    pub fn apply(&mut self, record: &Record) {
+        match *record {
+            Record::Hold {
+                id,
+                owner,
+                deadline,
+                seq,
+            } => {
+                self.held.insert(
+                    id,
+                    Held {
+                        id,
+                        owner,
+                        deadline,
+                        seq,
+                    },
+                );
+            }
+            Record::Release { id, .. }
+            | Record::Bury { id, .. }
+            | Record::Kick { id }
+            | Record::Timeout { id }
+            | Record::Delete { id }
+            | Record::Return { id } => {
+                self.held.remove(&id);
+            }
+            Record::Outcome {
+                owner,
+                seq,
+                ref reply,
+            } => {
+                let s = self.replies.entry(owner).or_insert_with(|| SessionReplies {
+                    owner,
+                    ..SessionReplies::default()
+                });
+                s.push(seq, reply.clone());
+            }
+            Record::End { owner } => {
+                self.replies.remove(&owner);
+                self.held.retain(|_, h| h.owner != owner);
+            }
+            Record::Job(_) | Record::Reserve { .. } | Record::NextId { .. } => {}
+        }
+    }
+
+    /// Holds of jobs for which `reserved` is true, by id.
+    pub fn held(&self, reserved: impl Fn(u64) -> bool) -> Vec<Held> {
+        let mut held: Vec<Held> = self
+            .held
+            .values()
+            .filter(|h| reserved(h.id))
+            .copied()
+            .collect();
+        held.sort_unstable_by_key(|h| h.id);
+        held
+    }
+
+    /// Every session's replies, by owner.
+    pub fn replies(&self) -> Vec<SessionReplies> {
+        let mut all: Vec<SessionReplies> = self.replies.values().cloned().collect();
+        all.sort_unstable_by_key(|s| s.owner);
+        all
+    }
+
+    /// Append the records that rebuild this state (for jobs where `reserved`).
+    pub fn encode(&self, reserved: impl Fn(u64) -> bool, out: &mut Vec<u8>) {
+        for h in self.held(reserved) {
+            Record::Hold {
+                id: h.id,
+                owner: h.owner,
+                deadline: h.deadline,
+                seq: h.seq,
+            }
+            .encode(out);
+        }
+        for s in self.replies() {
+            for (i, reply) in s.replies.iter().enumerate() {
+                Record::Outcome {
+                    owner: s.owner,
+                    seq: s.first + i as u64,
+                    reply: reply.clone(),
+                }
+                .encode(out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_stay_one_unbroken_run_of_the_latest() {
+        let mut s = SessionReplies::default();
+        assert_eq!(s.last(), 0);
+        for seq in 1..=(REPLIES_KEPT as u64 + 10) {
+            s.push(seq, seq.to_string().into_bytes());
+        }
+        assert_eq!(s.last(), REPLIES_KEPT as u64 + 10);
+        assert_eq!(s.first, 11);
+        assert_eq!(s.reply(10), None);
+        assert_eq!(s.reply(11), Some(&b"11"[..]));
+        assert_eq!(s.reply(s.last() + 1), None);
+        // A gap starts afresh.
+        s.push(5000, b"x".to_vec());
+        assert_eq!((s.first, s.last()), (5000, 5000));
+        assert_eq!(s.reply(11), None);
+    }
+
+    #[test]
+    fn holds_end_with_the_reservation_or_the_session() {
+        let mut s = Sessions::default();
+        for (id, owner) in [(1, 7), (2, 7), (3, 8)] {
+            s.apply(&Record::Hold {
+                id,
+                owner,
+                deadline: 100,
+                seq: id,
+            });
+        }
+        s.apply(&Record::Outcome {
+            owner: 7,
+            seq: 1,
+            reply: b"RESERVED 1 1\r\n".to_vec(),
+        });
+        s.apply(&Record::Timeout { id: 1 });
+        assert_eq!(
+            s.held(|_| true).iter().map(|h| h.id).collect::<Vec<_>>(),
+            [2, 3]
+        );
+        assert_eq!(s.held(|id| id != 2).len(), 1);
+        s.apply(&Record::End { owner: 7 });
+        assert_eq!(
+            s.held(|_| true).iter().map(|h| h.id).collect::<Vec<_>>(),
+            [3]
+        );
+        assert!(s.replies().is_empty());
+        let mut bytes = Vec::new();
+        s.encode(|_| true, &mut bytes);
+        let mut back = Sessions::default();
+        let mut at = 0;
+        while let Ok(Some((r, n))) = Record::decode(&bytes[at..]) {
+            back.apply(&r);
+            at += n;
+        }
+        assert_eq!(at, bytes.len());
+        assert_eq!(back.held(|_| true), s.held(|_| true));
+    }
+}
