@@ -66,6 +66,10 @@ impl Admin {
         }
     }
 
+    pub(super) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// Enter drain mode: puts are answered DRAINING from now on.
     pub fn drain(&self) {
         self.shared.lock().set_draining(true);

@@ -24,6 +24,7 @@ use super::{spare, Shared};
 use crate::events::level;
 use crate::protocol::{self as proto, parse, Command, Op, ProtocolError, MAX_LINE};
 use crate::stats;
+use crate::store::session::Replay;
 use crate::store::{ConnId, Delivery, PutRefused, ReserveOutcome, Store};
 
 /// Stop applying commands once this much output is pending, write it, then go on:
@@ -103,6 +104,37 @@ struct Conn {
     log_wait: Option<u64>,
     /// The log's acknowledged position (None without a log).
     log_acked: Option<watch::Receiver<u64>>,
+    /// Set when a cluster follower forwards this connection as a session.
+    session: Option<Box<SessionConn>>,
+}
+
+/// A forwarded session's bookkeeping on the leader (see `store/session.rs`).
+#[derive(Debug)]
+pub struct SessionConn {
+    /// Commands answered so far, replayed ones included.
+    answered: u64,
+    /// Commands up to this number are answered from their first run.
+    replay_to: u64,
+    /// Where the current command's reply starts in the output.
+    mark: usize,
+    /// The client quit (as opposed to the follower's link breaking).
+    quit: bool,
+    /// A resent put's recorded reply, sent once its body has been read.
+    put_reply: Option<Vec<u8>>,
+}
+
+impl SessionConn {
+    /// A session attached with `acked` commands answered, whose recorded replies
+    /// go up to `replay_to`.
+    pub fn new(acked: u64, replay_to: u64) -> SessionConn {
+        SessionConn {
+            answered: acked,
+            replay_to,
+            mark: 0,
+            quit: false,
+            put_reply: None,
+        }
+    }
 }
 
 /// The read shift after a read of `got` bytes (see `Conn::read_shift`).
@@ -121,9 +153,9 @@ fn next_read_shift(shift: u8, got: usize, filled: bool) -> u8 {
 }
 
 /// Serve one client until it quits, hangs up, or the server stops.
-pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
+pub async fn serve<S: Socket>(sock: S, shared: &Shared) {
     let signal = Arc::new(ConnSignal::default());
-    let (id, max_job_size) = {
+    let id = {
         let mut store = shared.lock();
         let id = store.connect(signal.clone());
         if shared.stopping() {
@@ -131,8 +163,21 @@ pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
             // the first wait.
             crate::store::Wakeup::wake(&*signal);
         }
-        (id, store.max_job_size())
+        id
     };
+    serve_as(sock, shared, signal, id, None).await;
+}
+
+/// Serve a connection already registered in the store as `id` (with `signal`
+/// as its wakeup); `session` for one a cluster follower forwards.
+pub async fn serve_as<S: Socket>(
+    mut sock: S,
+    shared: &Shared,
+    signal: Arc<ConnSignal>,
+    id: ConnId,
+    session: Option<Box<SessionConn>>,
+) {
+    let max_job_size = shared.lock().max_job_size();
     shared
         .events
         .log(level::INFO, || format!("connection {id} opened"));
@@ -150,6 +195,7 @@ pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
         read_shift: 0,
         log_wait: None,
         log_acked: shared.log_pipe.as_ref().map(|p| p.subscribe()),
+        session,
     };
     // A panic in the connection's work ends this connection only: it is logged and
     // the connection is closed as any other (its reserved jobs go back at once).
@@ -171,7 +217,12 @@ pub async fn serve<S: Socket>(mut sock: S, shared: &Shared) {
     }
     let settled = {
         let mut store = shared.lock();
-        store.disconnect(id, shared.now());
+        match &conn.session {
+            // The follower's link broke, or the server stops: the session waits
+            // for the follower to attach it again.
+            Some(s) if !s.quit => store.detach_session(id, shared.now()),
+            _ => store.disconnect(id, shared.now()),
+        }
         shared.settle(&mut store)
     };
     // Records of commands whose replies were never sent, and of the disconnect.
@@ -362,7 +413,11 @@ impl Conn {
             // The reservation was journaled by whoever handed it over; wait for it.
             self.log_wait = self.log_wait.max(position);
             self.waiting = false;
+            self.begin_reply();
             encode_delivery(&mut self.out, &d);
+            if self.session.is_some() {
+                self.note_reply(&mut shared.lock());
+            }
         }
     }
 
@@ -375,17 +430,64 @@ impl Conn {
         self.log_wait = self.log_wait.max(shared.finish(settled));
         self.waiting = false;
         if let Some(d) = delivery {
+            self.begin_reply();
             encode_delivery(&mut self.out, &d);
+            if self.session.is_some() {
+                self.note_reply(&mut shared.lock());
+            }
         }
     }
 
+    /// A session's next reply starts here.
+    fn begin_reply(&mut self) {
+        let at = self.out.len();
+        if let Some(s) = self.session.as_mut() {
+            s.mark = at;
+        }
+    }
+
+    /// If the output grew since [`Conn::begin_reply`], that is the reply of the
+    /// session's next command: count it, and note it for the record (a
+    /// reservation by its first line: the job holds its body).
+    fn note_reply(&mut self, store: &mut Store) {
+        let Some(s) = self.session.as_mut() else {
+            return;
+        };
+        if self.out.len() <= s.mark {
+            return;
+        }
+        let mut reply = self.out.tail(s.mark);
+        if reply.starts_with(b"RESERVED ") {
+            if let Some(end) = memchr::memmem::find(&reply, b"\r\n") {
+                reply.truncate(end + 2);
+            }
+        }
+        s.answered += 1;
+        s.mark = self.out.len();
+        store.note_reply(self.id, reply);
+    }
+
     /// Apply every complete command in the input under one lock.
+    ///
+    /// For a forwarded session, each command's reply is noted as it is made,
+    /// and the replies are journaled with the pass's records if the pass changed
+    /// anything (in the same entry, so a change never commits without the reply
+    /// that answers its command again).
     fn apply(&mut self, shared: &Shared) -> Flow {
         let mut guard = None;
+        let mut pass_start = None;
+        if self.session.is_some() {
+            pass_start = guard.insert(shared.lock()).log_position();
+            self.begin_reply();
+        }
         // The clock of back-to-back puts (see `PUTS_PER_CLOCK`): the time read and
         // how many puts have used it. Any other command forgets it.
         let mut put_clock: Option<(u64, u32)> = None;
         let flow = loop {
+            if self.session.is_some() {
+                let store = guard.get_or_insert_with(|| shared.lock());
+                self.note_reply(store);
+            }
             if self.out.len() >= OUT_HIGH_WATER || (self.closing && !self.out.is_empty()) {
                 break Flow::More;
             }
@@ -429,6 +531,16 @@ impl Conn {
                         break Flow::More;
                     }
                     self.framing = Framing::Command;
+                    if let Some(reply) = self.session.as_mut().and_then(|s| s.put_reply.take()) {
+                        // A resent put, answered from its first run.
+                        if self.body.capacity() > 0 {
+                            self.body = BytesMut::new();
+                        } else {
+                            self.input.advance(need);
+                        }
+                        self.out.extend(&reply);
+                        continue;
+                    }
                     // A large body read in place is kept as it is; a small one is
                     // copied by the store from the input, where it stays until then.
                     let direct =
@@ -488,6 +600,16 @@ impl Conn {
                 }
             }
         };
+        if self.session.is_some() {
+            let store = guard.get_or_insert_with(|| shared.lock());
+            self.note_reply(store);
+            if store.log_position() != pass_start {
+                store.record_replies(self.id);
+            }
+            if let (Flow::Quit, Some(s)) = (flow, self.session.as_mut()) {
+                s.quit = true;
+            }
+        }
         if let Some(mut store) = guard {
             let settled = shared.settle(&mut store);
             drop(store);
@@ -523,6 +645,34 @@ impl Conn {
         };
         store.count(cmd.op());
         let conn = self.id;
+        if let Some(s) = self.session.as_mut() {
+            let n = s.answered + 1;
+            let reserve = matches!(cmd, Command::Reserve | Command::ReserveWithTimeout(_));
+            if n <= s.replay_to || reserve {
+                match store.replay(conn, n) {
+                    Some(Replay::Reply(bytes)) => {
+                        if let Command::Put { body, .. } = cmd {
+                            s.put_reply = Some(bytes);
+                            self.framing = Framing::Body {
+                                id: 0,
+                                pri: 0,
+                                delay: 0,
+                                ttr: 0,
+                                need: body as usize + 2,
+                            };
+                        } else {
+                            out.extend(&bytes);
+                        }
+                        return Flow::More;
+                    }
+                    Some(Replay::Reserved { id, body }) => {
+                        encode_job(out, b"RESERVED ", id, &body);
+                        return Flow::More;
+                    }
+                    None => {}
+                }
+            }
+        }
         if let Command::Put {
             pri,
             delay,

@@ -247,6 +247,7 @@ impl ServerHandle {
         let listeners = bound.listeners;
         let mut shared = Shared::new(config.max_job_size, config.verbose, log.as_mut());
         shared.tls = tls;
+        shared.runtime = Some(engine.block_on(async { tokio::runtime::Handle::current() }));
         shared.limits.set_max_connections(config.max_connections);
         shared.lock().set_max_memory(config.max_memory);
         let shared = Arc::new(shared);

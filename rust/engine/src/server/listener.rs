@@ -201,6 +201,22 @@ fn spawn_conn<S: conn::Socket>(sock: S, shared: &Arc<Shared>) {
     });
 }
 
+/// A session a cluster follower forwards, registered in the store as `id`.
+pub(super) fn spawn_session(
+    stream: tokio::net::TcpStream,
+    shared: Arc<Shared>,
+    signal: Arc<super::signal::ConnSignal>,
+    id: crate::store::ConnId,
+    session: Box<conn::SessionConn>,
+) {
+    shared.live.count.fetch_add(1, Ordering::AcqRel);
+    let guard = LiveGuard(shared);
+    tokio::spawn(async move {
+        conn::serve_as(stream, &guard.0, signal, id, Some(session)).await;
+        drop(guard);
+    });
+}
+
 /// A TLS connection: its handshake runs in its own task (never in the accept loop),
 /// and only a connection whose handshake succeeded is served and counted as live.
 fn spawn_tls(stream: tokio::net::TcpStream, shared: &Arc<Shared>) {

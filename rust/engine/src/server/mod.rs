@@ -17,6 +17,7 @@ mod input;
 mod limits;
 mod listener;
 mod out;
+mod session;
 mod signal;
 mod spare;
 mod tls;
@@ -34,6 +35,7 @@ pub use self::conn::FAULT_PANIC;
 pub use self::error::ServerError;
 pub use self::handle::{Control, Done, ServerConfig, ServerHandle};
 pub use self::listener::{BoundAddr, ListenAddr, Listener};
+pub use self::session::{SessionAttach, SessionRefused};
 pub use self::tls::{TlsError, TlsFiles, HANDSHAKE_TIMEOUT};
 use crate::events::EventHub;
 use crate::stats::{self, ProcessInfo, StatValue};
@@ -77,6 +79,9 @@ pub struct Shared {
     tls: Option<Arc<tls::Tls>>,
     /// `--max-connections` and the connections it refused.
     limits: limits::Limits,
+    /// The runtime serving the connections (for sessions a cluster follower
+    /// hands over from another thread).
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 /// Process facts that never change while the server runs.
@@ -135,6 +140,7 @@ impl Shared {
             events,
             tls: None,
             limits: limits::Limits::default(),
+            runtime: None,
         }
     }
 

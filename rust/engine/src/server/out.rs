@@ -59,6 +59,21 @@ impl Out {
         }
     }
 
+    /// A copy of the output from byte `from` on (a session's reply, to record).
+    pub fn tail(&self, from: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len().saturating_sub(from));
+        let mut skip = from;
+        for p in self.pieces() {
+            if skip >= p.len() {
+                skip -= p.len();
+                continue;
+            }
+            out.extend_from_slice(&p[skip..]);
+            skip = 0;
+        }
+        out
+    }
+
     /// Append a decimal number.
     pub fn num(&mut self, n: u64) {
         push_u64(&mut self.buf, n);

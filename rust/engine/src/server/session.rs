@@ -1,0 +1,85 @@
+//! Sessions a cluster follower forwards: the leader's side of attaching one.
+//!
+//! The follower hands the leader a TCP connection for one of its clients,
+//! naming the session (its owner key), how many of its commands it already
+//! has replies for, and the tube it uses and those it watches. The store
+//! attaches the session (`store/session.rs`); the connection is then served as
+//! any other, except that resent commands are answered from their first run and
+//! each reply is recorded with the changes it answers (`conn.rs`).
+
+use std::io;
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use super::conn::SessionConn;
+use super::signal::ConnSignal;
+use super::{listener, Admin};
+use crate::store::session::AttachError;
+
+/// What a follower says when it attaches a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionAttach {
+    /// The session's key, drawn by the follower.
+    pub owner: u64,
+    /// Commands of the session the follower has replies for.
+    pub acked: u64,
+    /// The tube the client uses.
+    pub use_tube: Vec<u8>,
+    /// The tubes it watches, in its order.
+    pub watch: Vec<Vec<u8>>,
+}
+
+/// Why a session was not attached.
+#[derive(Debug, Error)]
+pub enum SessionRefused {
+    #[error(transparent)]
+    Store(#[from] AttachError),
+    #[error("the server is stopping")]
+    Stopping,
+    #[error("the connection cannot be served: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl Admin {
+    /// Serve `stream` as session `attach.owner`, attached with the follower's
+    /// view of it. The connection's own bytes follow as a client's would.
+    pub fn attach_session(
+        &self,
+        stream: std::net::TcpStream,
+        attach: &SessionAttach,
+    ) -> Result<(), SessionRefused> {
+        let shared = self.shared();
+        let Some(runtime) = shared.runtime.clone() else {
+            return Err(SessionRefused::Stopping);
+        };
+        if shared.stopping() {
+            return Err(SessionRefused::Stopping);
+        }
+        stream.set_nonblocking(true)?;
+        let _ = stream.set_nodelay(true);
+        let signal = Arc::new(ConnSignal::default());
+        let watch: Vec<&[u8]> = attach.watch.iter().map(Vec::as_slice).collect();
+        let (id, replay_to) = {
+            let mut store = shared.lock();
+            store.attach_session(
+                signal.clone(),
+                attach.owner,
+                attach.acked,
+                &attach.use_tube,
+                &watch,
+            )?
+        };
+        let _entered = runtime.enter();
+        let stream = match tokio::net::TcpStream::from_std(stream) {
+            Ok(s) => s,
+            Err(e) => {
+                shared.lock().detach_session(id, shared.now());
+                return Err(e.into());
+            }
+        };
+        let session = Box::new(SessionConn::new(attach.acked, replay_to));
+        listener::spawn_session(stream, Arc::clone(shared), signal, id, session);
+        Ok(())
+    }
+}
