@@ -4,7 +4,7 @@
 //! path) and the encoding ([`Command::encode`], what the client writes).
 //!
 //! * [`parse`](mod@parse): a command line to a [`Command`], beanstalkd's quirks
-//!   included;
+//!   included, and where a line ends in the input ([`line_end`]);
 //! * [`encode`](mod@encode): a [`Command`] to its line (and a put's body).
 //!
 //! This crate imports nothing of beanpole's: not the engine's store or server, not
@@ -204,7 +204,7 @@ pub mod encode;
 pub mod parse;
 
 pub use encode::{Body, EncodeError};
-pub use parse::{parse, valid_tube_name};
+pub use parse::{line_end, parse, valid_tube_name};
 
 #[cfg(test)]
 mod tests;

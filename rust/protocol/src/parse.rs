@@ -1,6 +1,7 @@
 //! The command-line parser: one line (without its CRLF) to a [`Command`] or the
-//! [`ProtocolError`] beanstalkd answers it with. This is the server's per-command
-//! path. It imports only the types of the crate root.
+//! [`ProtocolError`] beanstalkd answers it with, and [`line_end`], where that line
+//! ends in the input. This is the server's per-command path. It imports only the
+//! types of the crate root.
 //!
 //! It reproduces beanstalkd 1.13 exactly, quirks included, because clients in the
 //! wild depend on them:
@@ -16,7 +17,7 @@
 //!
 //! Parsing never allocates and never panics, whatever the bytes.
 
-use crate::{Command, Op, ProtocolError, MAX_TUBE_NAME};
+use crate::{Command, Op, ProtocolError, MAX_LINE, MAX_TUBE_NAME};
 
 /// Parse one command line (without its CRLF).
 ///
@@ -113,6 +114,20 @@ pub fn parse(line: &[u8], max_job_size: u32) -> Result<Command<'_>, ProtocolErro
         return parse_pause_tube(rest);
     }
     Err(ProtocolError::UnknownCommand)
+}
+
+/// Where the command line at the start of `input` ends (the index of its CR), as
+/// beanstalkd finds it: only the first CR within the first [`MAX_LINE`] buffered
+/// bytes counts, and only if an LF follows it. A line with a lone CR therefore has
+/// no end until [`MAX_LINE`] bytes have arrived and are thrown away as over-long.
+///
+/// The server frames its input with this, and so does anything that must cut a
+/// client's byte stream into commands exactly where the server will.
+pub fn line_end(input: &[u8]) -> Option<usize> {
+    let window = &input[..input.len().min(MAX_LINE)];
+    let searchable = window.len().checked_sub(1)?;
+    let cr = memchr::memchr(b'\r', &window[..searchable])?;
+    (window[cr + 1] == b'\n').then_some(cr)
 }
 
 fn parse_put(rest: &[u8], max_job_size: u32) -> Result<Command<'_>, ProtocolError> {

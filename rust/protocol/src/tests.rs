@@ -205,3 +205,21 @@ fn never_panics_on_any_short_input() {
         }
     }
 }
+
+#[test]
+fn a_line_ends_at_the_first_cr_only_if_an_lf_follows_it() {
+    assert_eq!(line_end(b"use a\r\nstats\r\n"), Some(5));
+    assert_eq!(line_end(b"\r\n"), Some(0));
+    // The CR's successor has not arrived yet: no end so far.
+    assert_eq!(line_end(b"use a\r"), None);
+    assert_eq!(line_end(b""), None);
+    // A lone CR hides every CRLF after it.
+    assert_eq!(line_end(b"use\ra\r\n"), None);
+    // Only the first MAX_LINE bytes are looked at.
+    let mut long = vec![b'x'; MAX_LINE - 2];
+    long.extend_from_slice(b"\r\n");
+    assert_eq!(line_end(&long), Some(MAX_LINE - 2));
+    let mut longer = vec![b'x'; MAX_LINE - 1];
+    longer.extend_from_slice(b"\r\n");
+    assert_eq!(line_end(&longer), None);
+}

@@ -22,7 +22,7 @@ use super::out::Out;
 use super::signal::ConnSignal;
 use super::{spare, Shared};
 use crate::events::level;
-use crate::protocol::{self as proto, parse, Command, Op, ProtocolError, MAX_LINE};
+use crate::protocol::{self as proto, line_end, parse, Command, Op, ProtocolError, MAX_LINE};
 use crate::stats;
 use crate::store::session::Replay;
 use crate::store::{ConnId, Delivery, PutRefused, ReserveOutcome, Store};
@@ -801,17 +801,6 @@ fn reborrow<'a>(target: &'a mut Target<'_>) -> Target<'a> {
         Target::Own(buf) => Target::Own(buf),
         Target::HangUp => Target::HangUp,
     }
-}
-
-/// Where the command line at the start of `input` ends (the index of its CR), as
-/// beanstalkd finds it: only the first CR within the first [`MAX_LINE`] buffered
-/// bytes counts, and only if an LF follows it. A line with a lone CR therefore has
-/// no end until [`MAX_LINE`] bytes have arrived and are thrown away as over-long.
-fn line_end(input: &[u8]) -> Option<usize> {
-    let window = &input[..input.len().min(MAX_LINE)];
-    let searchable = window.len().checked_sub(1)?;
-    let cr = memchr::memchr(b'\r', &window[..searchable])?;
-    (window[cr + 1] == b'\n').then_some(cr)
 }
 
 fn reply(out: &mut Out, ok: bool, word: &[u8]) {
