@@ -12,6 +12,7 @@ mod leader;
 mod propose;
 mod relay;
 mod snapshots;
+pub mod track;
 
 use std::net::TcpListener as StdListener;
 use std::os::fd::{BorrowedFd, RawFd};

@@ -1,0 +1,26 @@
+//! What a follower needs to forward a client's session to the leader and carry
+//! it over to a new one: where each client command ends (as the leader's server
+//! will frame it), where each reply ends, and which reply answers which command.
+//!
+//! * [`command`]: [`CommandFramer`] cuts the client's bytes into
+//!   [`FramedCommand`]s, making the engine server's framing decisions for any
+//!   input (over-long lines, put bodies, oversized bodies, `quit`);
+//! * [`reply`]: [`ReplyFramer`] cuts the server's bytes into [`Reply`]s (a line,
+//!   and a body after `RESERVED`, `FOUND` and `OK`);
+//! * [`session`]: [`Session`] pairs them in order: commands sent and answered,
+//!   those to send again after a change of leader (within a bound), and the used
+//!   tube and watch list the server holds for the session.
+//!
+//! All of it is synchronous and does no I/O: the caller reads and writes the
+//! sockets and feeds the bytes here.
+
+pub mod command;
+pub mod reply;
+pub mod session;
+
+pub use self::command::{CommandFramer, CommandKind, FramedCommand};
+pub use self::reply::{Reply, ReplyError, ReplyFramer, MAX_REPLY_LINE};
+pub use self::session::{Session, TrackError, DEFAULT_TUBE};
+
+#[cfg(test)]
+mod tests;
