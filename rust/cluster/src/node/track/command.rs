@@ -49,6 +49,10 @@ pub struct FramedCommand {
     /// throws away before it answers: an oversized put's body and CRLF. Zero for
     /// every other command.
     pub discard: u64,
+    /// How many bytes of the client's stream the command took: as many as
+    /// [`FramedCommand::wire_len`], except for an over-long line (its own length
+    /// and CRLF, where `bytes` is a stand-in).
+    pub received: u64,
     /// What the command means for the session's used tube and watch list.
     pub kind: CommandKind,
     /// The command the line parsed as (a put also when its body then lacks its
@@ -90,8 +94,9 @@ const fn over_long_line() -> [u8; MAX_LINE + 2] {
 enum State {
     /// A command line.
     Line,
-    /// An over-long line is being thrown away up to its line end.
-    SkipLine,
+    /// An over-long line is being thrown away up to its line end; `skipped`
+    /// bytes of it are gone.
+    SkipLine { skipped: u64 },
     /// A put's body: the line (`line` bytes, CRLF included) stays at the front of
     /// the input until its body of `need` bytes (CRLF included) is in.
     Body { line: usize, need: usize },
@@ -179,21 +184,28 @@ impl CommandFramer {
                     self.input.clear();
                     return None;
                 }
-                State::Line | State::SkipLine => {
+                State::Line | State::SkipLine { .. } => {
                     let Some(end) = line_end(&self.input) else {
                         if self.input.len() >= MAX_LINE {
                             self.input.advance(MAX_LINE);
-                            self.state = State::SkipLine;
+                            let skipped = match self.state {
+                                State::SkipLine { skipped } => skipped,
+                                _ => 0,
+                            };
+                            self.state = State::SkipLine {
+                                skipped: skipped + MAX_LINE as u64,
+                            };
                             continue;
                         }
                         return None;
                     };
-                    if let State::SkipLine = self.state {
+                    if let State::SkipLine { skipped } = self.state {
                         self.input.advance(end + 2);
                         self.state = State::Line;
                         return Some(FramedCommand {
                             bytes: Bytes::from_static(&OVER_LONG),
                             discard: 0,
+                            received: skipped + end as u64 + 2,
                             kind: CommandKind::Other,
                             op: None,
                             fixed_reply: Some(beanpole_engine::protocol::BAD_FORMAT),
@@ -211,6 +223,7 @@ impl CommandFramer {
                     let bytes = self.input.split_to(line + need).freeze();
                     let crlf = bytes.ends_with(b"\r\n");
                     return Some(FramedCommand {
+                        received: bytes.len() as u64,
                         bytes,
                         discard: 0,
                         kind: CommandKind::Other,
@@ -228,8 +241,10 @@ impl CommandFramer {
                         return None;
                     }
                     self.state = State::Line;
+                    let bytes = std::mem::take(&mut self.discard_line);
                     return Some(FramedCommand {
-                        bytes: std::mem::take(&mut self.discard_line),
+                        received: bytes.len() as u64 + total,
+                        bytes,
                         discard: total,
                         kind: CommandKind::Other,
                         op: Some(Op::Put),
@@ -262,6 +277,7 @@ impl CommandFramer {
             Err(e) => Some(FramedCommand {
                 bytes: self.input.split_to(end + 2).freeze(),
                 discard: 0,
+                received: end as u64 + 2,
                 kind: CommandKind::Other,
                 op: None,
                 fixed_reply: Some(e.reply()),
@@ -291,6 +307,7 @@ impl CommandFramer {
                 Some(FramedCommand {
                     bytes,
                     discard: 0,
+                    received: end as u64 + 2,
                     kind,
                     op: Some(op),
                     fixed_reply: None,
