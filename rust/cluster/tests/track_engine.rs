@@ -6,7 +6,8 @@
 //! the reply framer must cut the server's output into exactly that many
 //! replies, each command whose reply is known from its bytes must get that
 //! reply, and the session's used tube and watch list must be what
-//! `list-tube-used` and `list-tubes-watched` say at the end.
+//! `list-tube-used` and `list-tubes-watched` say at the end. The commands'
+//! bytes as framed, sent again on a new connection, must be answered alike.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -388,6 +389,30 @@ fn one_case(addr: SocketAddr, seed: u64) -> usize {
     let watched = replies[replies.len() - 1].body().expect("a list");
     let mine: Vec<Vec<u8>> = session.watched().iter().map(|t| t.to_vec()).collect();
     assert_eq!(yaml_list(watched), mine, "seed {seed}: watch list");
+
+    // Sent again as framed (the stand-in of an over-long line, filler for a
+    // thrown-away body), as a follower resends them to a new leader, the
+    // commands are answered alike: as many replies, the same fixed ones, the
+    // same state at the end.
+    let mut again = Vec::new();
+    for cmd in &cmds {
+        again.extend_from_slice(&cmd.bytes);
+        again.resize(again.len() + cmd.discard as usize, b'-');
+    }
+    let output = exchange(addr, &again, &cuts(&mut rng, again.len()), seed);
+    let replies_again = frame_replies(&output, &[], seed);
+    assert_eq!(replies_again.len(), replies.len(), "seed {seed}: resent");
+    for (i, cmd) in answered.iter().enumerate() {
+        if cmd.fixed_reply.is_some() {
+            assert_eq!(replies_again[i], replies[i], "seed {seed}: resent {i}");
+        }
+    }
+    let n = replies.len();
+    assert_eq!(
+        replies_again[n - 2..],
+        replies[n - 2..],
+        "seed {seed}: resent"
+    );
     mine.len()
 }
 
