@@ -19,12 +19,26 @@ use beanpole_cluster::node::track::{
 use beanpole_engine::protocol::MAX_LINE;
 use beanpole_engine::server::{BoundAddr, ListenAddr, ServerConfig, ServerHandle};
 
-/// The server's job size limit: small, so that oversized bodies are cheap.
-const MAX_JOB: u32 = 64;
-/// Oversized puts announce at most this much: the tail of a stream is then
-/// sure to end between two commands (see [`TAIL`]).
-const MAX_OVERSIZED: u32 = 300;
-const CASES: u64 = 3000;
+/// The sizes a run's streams are made with.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    /// The server's job size limit.
+    max_job: u32,
+    /// Oversized puts announce at most this much: a stream's tail is then sure
+    /// to end between two commands (see [`resync`]).
+    max_oversized: u32,
+}
+
+/// A small job size limit: oversized bodies are cheap, so many streams.
+const SMALL: Sizes = Sizes {
+    max_job: 64,
+    max_oversized: 300,
+};
+/// Bodies past the size the server reads in place (4 KiB).
+const LARGE: Sizes = Sizes {
+    max_job: 20_000,
+    max_oversized: 30_000,
+};
 const TUBES: [&str; 6] = ["default", "a", "b", "c", "d", "e"];
 /// What every stream ends with (after [`resync`]): the state, then one of
 /// these quits (the server matches `quit` as a prefix).
@@ -89,7 +103,7 @@ fn line(text: String) -> Vec<u8> {
 /// One piece of a stream: usually a whole command, sometimes one that leaves
 /// the server expecting more (a body too short, a line without its CRLF), so
 /// that the next piece is framed differently than it was written.
-fn piece(rng: &mut Rng) -> Vec<u8> {
+fn piece(rng: &mut Rng, sizes: Sizes) -> Vec<u8> {
     let tube = *rng.pick(&TUBES);
     let id = rng.range(1, 40);
     match rng.range(0, 23) {
@@ -97,7 +111,7 @@ fn piece(rng: &mut Rng) -> Vec<u8> {
         2 | 3 => line(format!("watch {tube}")),
         4 | 5 => line(format!("ignore {tube}")),
         6 | 7 => {
-            let n = rng.range(0, u64::from(MAX_JOB)) as usize;
+            let n = rng.range(0, u64::from(sizes.max_job)) as usize;
             let mut p = line(format!(
                 "put {} 0 {} {n}",
                 rng.range(0, 2000),
@@ -110,8 +124,8 @@ fn piece(rng: &mut Rng) -> Vec<u8> {
         8 => {
             // A body longer or shorter than announced (EXPECTED_CRLF, or the body
             // runs into what follows).
-            let n = rng.range(0, u64::from(MAX_JOB));
-            let actual = rng.range(0, u64::from(MAX_JOB)) as usize;
+            let n = rng.range(0, u64::from(sizes.max_job));
+            let actual = rng.range(0, u64::from(sizes.max_job)) as usize;
             let mut p = line(format!("put 0 0 60 {n}"));
             p.extend_from_slice(&body(rng, actual));
             p.extend_from_slice(b"\r\n");
@@ -119,7 +133,7 @@ fn piece(rng: &mut Rng) -> Vec<u8> {
         }
         9 => {
             // Oversized: its body is thrown away (usually exactly, sometimes not).
-            let n = rng.range(u64::from(MAX_JOB) + 1, u64::from(MAX_OVERSIZED));
+            let n = rng.range(u64::from(sizes.max_job) + 1, u64::from(sizes.max_oversized));
             let junk = if rng.chance(30) { " junk" } else { "" };
             let mut p = line(format!("put 0 0 60 {n}{junk}"));
             let len = if rng.chance(70) {
@@ -223,13 +237,14 @@ fn piece(rng: &mut Rng) -> Vec<u8> {
 }
 
 /// Whatever the stream left the server expecting (a body of at most
-/// MAX_JOB + 2 bytes, a discard of at most MAX_OVERSIZED + 2, an over-long line,
-/// a line with a lone CR), these bytes end it, ending between two commands: the
-/// x's outlast any body or discard and make any line over-long, and of the two
-/// CRLFs one at least is a line end (the first may straddle the server's cut of
-/// an over-long line into MAX_LINE pieces, where it is no line end).
-fn resync() -> Vec<u8> {
-    let mut r = vec![b'x'; 400];
+/// `max_job` + 2 bytes, a discard of at most `max_oversized` + 2, an over-long
+/// line, a line with a lone CR), these bytes end it, ending between two
+/// commands: the x's outlast any body or discard and make any line over-long,
+/// and of the two CRLFs one at least is a line end (the first may straddle the
+/// server's cut of an over-long line into MAX_LINE pieces, where it is no line
+/// end).
+fn resync(sizes: Sizes) -> Vec<u8> {
+    let mut r = vec![b'x'; sizes.max_oversized as usize + 2 + 2 * MAX_LINE];
     r.extend_from_slice(b"\r\n\r\n");
     r
 }
@@ -252,8 +267,8 @@ fn pieces(input: &[u8], cuts: &[usize]) -> Vec<std::ops::Range<usize>> {
     out
 }
 
-fn frame_commands(input: &[u8], cuts: &[usize]) -> Vec<FramedCommand> {
-    let mut framer = CommandFramer::new(MAX_JOB);
+fn frame_commands(input: &[u8], cuts: &[usize], max_job: u32) -> Vec<FramedCommand> {
+    let mut framer = CommandFramer::new(max_job);
     let mut out = Vec::new();
     for range in pieces(input, cuts) {
         framer.push(&input[range]);
@@ -316,19 +331,19 @@ fn yaml_list(body: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// One stream; the number of tubes watched at its end.
-fn one_case(addr: SocketAddr, seed: u64) -> usize {
+fn one_case(addr: SocketAddr, sizes: Sizes, seed: u64) -> usize {
     let mut rng = Rng(seed);
     let mut input = Vec::new();
     for _ in 0..rng.range(1, 40) {
-        input.extend_from_slice(&piece(&mut rng));
+        input.extend_from_slice(&piece(&mut rng, sizes));
     }
-    input.extend_from_slice(&resync());
+    input.extend_from_slice(&resync(sizes));
     input.extend_from_slice(TAIL);
     let quit = *rng.pick(&QUITS);
     input.extend_from_slice(quit);
 
-    let cmds = frame_commands(&input, &cuts(&mut rng, input.len()));
-    let whole = frame_commands(&input, &[]);
+    let cmds = frame_commands(&input, &cuts(&mut rng, input.len()), sizes.max_job);
+    let whole = frame_commands(&input, &[], sizes.max_job);
     assert_eq!(cmds, whole, "seed {seed}: framing depends on the cuts");
     let output = exchange(addr, &input, &cuts(&mut rng, input.len()), seed);
     let replies = frame_replies(&output, &cuts(&mut rng, output.len()), seed);
@@ -416,12 +431,13 @@ fn one_case(addr: SocketAddr, seed: u64) -> usize {
     mine.len()
 }
 
-#[test]
-fn framing_and_state_agree_with_the_engine_server() {
+/// `cases` streams made with `sizes` through a server whose job size limit is
+/// `sizes.max_job`.
+fn run(sizes: Sizes, cases: u64) {
     let config = ServerConfig {
         listen: vec![ListenAddr::Tcp(([127, 0, 0, 1], 0).into())],
         threads: 1,
-        max_job_size: MAX_JOB,
+        max_job_size: sizes.max_job,
         ..ServerConfig::default()
     };
     let server = ServerHandle::start(config).expect("server");
@@ -429,9 +445,19 @@ fn framing_and_state_agree_with_the_engine_server() {
         panic!("expected TCP")
     };
     let mut most_watched = 0;
-    for seed in 0..CASES {
-        most_watched = most_watched.max(one_case(addr, seed));
+    for seed in 0..cases {
+        most_watched = most_watched.max(one_case(addr, sizes, seed));
     }
     // The streams did build watch lists worth comparing.
     assert!(most_watched >= 4, "at most {most_watched} tubes watched");
+}
+
+#[test]
+fn framing_and_state_agree_with_the_engine_server() {
+    run(SMALL, 3000);
+}
+
+#[test]
+fn framing_agrees_with_the_engine_server_on_large_bodies() {
+    run(LARGE, 150);
 }
