@@ -44,6 +44,11 @@ pub enum TrackError {
 /// to send again after a change of leader, and the used tube and watch list as
 /// the server has them once every answered command is applied (what the
 /// unanswered ones will change is not in them until their replies come).
+///
+/// One reply of the engine's server answers no single command: when a pass's
+/// records are not committed in time it drops the pass's replies, sends one
+/// `INTERNAL_ERROR` and closes. Paired here with the oldest unanswered command,
+/// it leaves the others unanswered, whose outcome is then unknown as well.
 #[derive(Debug)]
 pub struct Session {
     /// Past this many bytes of unanswered commands, [`Session::is_full`] says so.
