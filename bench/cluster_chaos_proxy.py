@@ -13,7 +13,9 @@ Faults, each until ``heal()``:
 - ``stall()``: nothing is forwarded in either direction; held bytes flow at the heal;
 - ``latency(seconds)``: every chunk waits that long before it is forwarded.
 
-A connection closed at one end is closed at the other. A proxy listens on a port of its
+A connection whose one end stops sending (a FIN) is half-closed on the other side too, as
+a network passes a FIN: the other direction still flows; it is closed once both
+directions have ended, or at once when either end fails (a reset). A proxy listens on a port of its
 own (0: any free one) at ``host``, any address of the loopback range. The proxy runs an asyncio loop
 on its own thread; the control methods block until the loop has applied them.
 """
@@ -38,6 +40,7 @@ class _Pair:
     upstream: asyncio.StreamWriter | None = None
     tainted: bool = False  # lost bytes to a one-way cut: closed at the heal
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    ended: set[str] = field(default_factory=set)  # directions that saw their end
 
     def close(self) -> None:
         for w in (self.client, self.upstream):
@@ -157,6 +160,7 @@ class Proxy:
     async def _pump(
         self, pair: _Pair, src: asyncio.StreamReader, dst: asyncio.StreamWriter, direction: str
     ) -> None:
+        half_closed = False
         try:
             while True:
                 data = await src.read(CHUNK)
@@ -170,9 +174,16 @@ class Proxy:
                     continue
                 dst.write(data)
                 await dst.drain()
+            # The sender's FIN: passed on, after the bytes before it.
+            await self._flow().wait()
+            if direction not in self.dropping and dst.can_write_eof():
+                dst.write_eof()
+                half_closed = True
+                pair.ended.add(direction)
         except (OSError, asyncio.CancelledError):
             pass
         finally:
-            with contextlib.suppress(Exception):
-                pair.close()
-            self.pairs.discard(pair)
+            if not half_closed or len(pair.ended) == 2:
+                with contextlib.suppress(Exception):
+                    pair.close()
+                self.pairs.discard(pair)

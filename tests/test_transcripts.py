@@ -104,7 +104,7 @@ def test_transcript(
 
 def test_every_transcript_through_a_cluster_follower() -> None:
     """The same transcripts against a fresh three-node cluster each, sent to a
-    follower (which relays to the leader): the protocol is the leader's, byte for
+    follower (which forwards them to the leader): the protocol is the leader's, byte for
     byte. Three transcripts about a client's reset after a hang-up are skipped for
     the cluster (their ``%skip`` lines say why)."""
     if beanpole_missing():

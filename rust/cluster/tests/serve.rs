@@ -6,110 +6,14 @@
 //! was lost rejoins empty, is sent a snapshot, and counts toward a majority
 //! again.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
-use beanpole_cluster::file::ClusterFile;
 use beanpole_cluster::node::{Node, NodeConfig};
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
+mod nodes;
 
-/// A free loopback port (bound, then released for the node to bind).
-fn free_port() -> Result<u16, Error> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn cluster_file(n: u64) -> Result<ClusterFile, Error> {
-    let mut text = String::new();
-    for id in 1..=n {
-        text.push_str(&format!(
-            "[[node]]\nid = {id}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
-            free_port()?,
-            free_port()?
-        ));
-    }
-    Ok(ClusterFile::parse(&text, "cluster.toml")?)
-}
-
-fn start(file: &ClusterFile, id: u64, dir: &std::path::Path) -> Result<Node, Error> {
-    start_with(file, id, dir, |_| {})
-}
-
-fn start_with(
-    file: &ClusterFile,
-    id: u64,
-    dir: &std::path::Path,
-    tweak: impl Fn(&mut NodeConfig),
-) -> Result<Node, Error> {
-    let mut config = NodeConfig::new(file.clone(), id, dir.to_path_buf());
-    config.raft.heartbeat_interval = 50;
-    config.raft.election_timeout_min = 300;
-    config.raft.election_timeout_max = 600;
-    config.commit_timeout = Duration::from_millis(1500);
-    tweak(&mut config);
-    Ok(Node::start(config)?)
-}
-
-/// Three nodes of `file`, started with the tests' timing, each in a temporary
-/// directory (kept alive by the first value).
-fn three(file: &ClusterFile) -> Result<(Vec<tempfile::TempDir>, Vec<Option<Node>>), Error> {
-    let dirs: Vec<tempfile::TempDir> = (0..3)
-        .map(|_| tempfile::tempdir())
-        .collect::<Result<_, _>>()?;
-    let mut nodes = Vec::new();
-    for id in 1..=3u64 {
-        nodes.push(Some(start(file, id, dirs[id as usize - 1].path())?));
-    }
-    Ok((dirs, nodes))
-}
-
-/// The node that serves clients, once one does (at most 15 s).
-fn serving(nodes: &[Option<Node>]) -> Result<usize, Error> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        for (i, node) in nodes.iter().enumerate() {
-            if let Some(node) = node {
-                if node.wait_serving(Duration::from_millis(20)) {
-                    return Ok(i);
-                }
-            }
-        }
-        if Instant::now() > deadline {
-            return Err("no node serves clients".into());
-        }
-    }
-}
-
-struct Client {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-impl Client {
-    fn connect(addr: SocketAddr) -> Result<Client, Error> {
-        let s = TcpStream::connect(addr)?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        Ok(Client {
-            reader: BufReader::new(s.try_clone()?),
-            writer: s,
-        })
-    }
-
-    fn call(&mut self, command: &[u8]) -> Result<String, Error> {
-        self.writer.write_all(command)?;
-        let mut line = String::new();
-        self.reader.read_line(&mut line)?;
-        Ok(line)
-    }
-
-    fn body(&mut self, len: usize) -> Result<Vec<u8>, Error> {
-        let mut buf = vec![0; len + 2];
-        self.reader.read_exact(&mut buf)?;
-        buf.truncate(len);
-        Ok(buf)
-    }
-}
+use nodes::*;
 
 #[test]
 fn the_leader_serves_clients_and_a_new_leader_has_what_it_acknowledged() -> Result<(), Error> {

@@ -74,13 +74,17 @@ fn attach(handle: &ServerHandle, owner: u64, acked: u64) -> Result<Client, Sessi
             use_tube: b"default".to_vec(),
             watch: vec![b"default".to_vec()],
         },
+        b"hi\r\n".to_vec(),
     )?;
     near.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("timeout");
-    Ok(Client {
+    let mut client = Client {
         reader: BufReader::new(near.try_clone().expect("clone")),
         writer: near,
-    })
+    };
+    // The greeting comes first, before any reply.
+    assert_eq!(client.line(), "hi\r\n");
+    Ok(client)
 }
 
 fn replica_of(sink: &Instant) -> Replica {

@@ -8,6 +8,7 @@
 //! reached the wrong node, is refused. Connections are kept per peer and
 //! reused; a failed or timed-out one is dropped and the next call dials again.
 
+pub mod attach;
 pub mod client;
 pub mod members;
 pub mod server;
@@ -45,6 +46,11 @@ pub struct NetConfig {
     /// The token a membership change must carry (`members.rs`); None: this
     /// node takes none.
     pub admin_token: Option<String>,
+    /// The term server this node runs while it leads, for sessions its
+    /// followers attach (`attach.rs`); None: it takes none. A watch channel:
+    /// only the latest value matters.
+    pub serving:
+        Option<tokio::sync::watch::Receiver<Option<(u64, beanpole_engine::server::Admin)>>>,
 }
 
 impl Default for NetConfig {
@@ -57,6 +63,7 @@ impl Default for NetConfig {
             idle_per_peer: 4,
             max_connections: 64,
             admin_token: None,
+            serving: None,
         }
     }
 }

@@ -19,7 +19,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::wire::{self, Hello};
 use super::NetConfig;
-use super::{members, status};
+use super::{attach, members, status};
 use crate::identity::Identity;
 use crate::types::{NodeId, Raft};
 
@@ -122,6 +122,9 @@ async fn serve(
             None => wire::refused("not a membership change of this version"),
         };
         return wire::write_frame(&mut stream, &answer).await;
+    }
+    if kind == attach::ATTACH {
+        return attach::serve(stream, &body, &identity, config.serving.as_ref()).await;
     }
     if kind == status::STATUS_ASK && status::is_ask(&body) {
         let metrics = raft.metrics().borrow().clone();

@@ -15,6 +15,7 @@
 //!                expected id, offset u64, got id, offset u64
 //!   9, 10        a status ask and its answer (`status.rs`), not between peers
 //!   11, 12       a membership change and its answer (`members.rs`), likewise
+//!   15, 16       a client session's attach and its answer (`attach.rs`), likewise
 //! ```
 //!
 //! A connection opens with hello and its answer (welcome or refused), then

@@ -9,7 +9,9 @@
 //! address. The store's records go to Raft (`propose.rs`). When the term ends,
 //! the server stops: replies still waiting for a commit are not sent, and the
 //! connections close. While the node does not serve, the client address stays
-//! bound and its connections are relayed to the leader (`relay.rs`).
+//! bound and its connections are forwarded to the leader as sessions
+//! (`forward.rs`); those outlive the accept loop, and attach to this node's own
+//! server once it leads.
 
 use std::net::TcpListener as StdListener;
 use std::os::fd::AsRawFd;
@@ -24,7 +26,9 @@ use openraft::ServerState;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::{propose, relay};
+use super::forward::{self, Forwarding};
+use super::propose;
+use crate::identity::Identity;
 use crate::sm::StateView;
 use crate::types::{NodeId, Raft};
 
@@ -40,6 +44,8 @@ const STOP: Duration = Duration::from_secs(2);
 pub struct Leading {
     pub id: NodeId,
     pub raft: Raft,
+    /// This node's identity (forwarded sessions attach under it).
+    pub identity: Arc<Identity>,
     pub view: StateView,
     /// The engine settings of the term servers (their listen socket is set
     /// here).
@@ -76,11 +82,16 @@ struct Serving {
 /// Watch the metrics until Raft stops, serving while this node leads.
 pub async fn run(leading: Leading) {
     let mut metrics = leading.raft.metrics();
-    let mut relay = Some(relay::spawn(
-        &leading.client,
-        leading.raft.clone(),
-        leading.id,
-    ));
+    // Ends every forwarded connection when the node stops. A watch channel: a
+    // flag many tasks wait on.
+    let (stop, stopped) = watch::channel(false);
+    let forwarding = Arc::new(Forwarding {
+        raft: leading.raft.clone(),
+        identity: Arc::clone(&leading.identity),
+        max_job_size: leading.server.max_job_size,
+        stop: stopped,
+    });
+    let mut relay = Some(forward::spawn(&leading.client, Arc::clone(&forwarding)));
     let mut serving: Option<Serving> = None;
     loop {
         let (leads, term) = {
@@ -96,16 +107,12 @@ pub async fn run(leading: Leading) {
                 stop_term(&leading, s).await;
                 if leading.announce {
                     eprintln!(
-                        "beanpole: node {} no longer leads (term {term}): relaying clients to the leader",
+                        "beanpole: node {} no longer leads (term {term}): forwarding clients to the leader",
                         leading.id
                     );
                 }
             }
-            relay = Some(relay::spawn(
-                &leading.client,
-                leading.raft.clone(),
-                leading.id,
-            ));
+            relay = Some(forward::spawn(&leading.client, Arc::clone(&forwarding)));
         }
         if leads && serving.is_none() {
             if let Some(started) = start_term(&leading, term).await {
@@ -140,6 +147,7 @@ pub async fn run(leading: Leading) {
     if let Some(d) = relay.take() {
         d.abort();
     }
+    let _ = stop.send(true);
 }
 
 /// Start serving term `term`, once everything committed before it is applied;

@@ -8,9 +8,9 @@
 //! Everything runs on a runtime of the node's own; a leading term's engine
 //! server runs on its own runtime as a single node's does.
 
+mod forward;
 mod leader;
 mod propose;
-mod relay;
 mod snapshots;
 pub mod track;
 
@@ -302,13 +302,12 @@ impl Node {
                 .map_err(|e| NodeError::Raft(e.to_string()))?;
             let listener =
                 tokio::net::TcpListener::from_std(peer_listener).map_err(NodeError::Runtime)?;
-            let peer = PeerServer::start(
-                listener,
-                raft.clone(),
-                Arc::clone(&identity),
-                config.net.clone(),
-            )
-            .map_err(NodeError::Runtime)?;
+            let net = NetConfig {
+                serving: Some(serving.clone()),
+                ..config.net.clone()
+            };
+            let peer = PeerServer::start(listener, raft.clone(), Arc::clone(&identity), net)
+                .map_err(NodeError::Runtime)?;
             let pristine = !raft
                 .is_initialized()
                 .await
@@ -331,6 +330,7 @@ impl Node {
             let leading = tokio::spawn(leader::run(leader::Leading {
                 id: config.id,
                 raft: raft.clone(),
+                identity: Arc::clone(&identity),
                 view,
                 server: config.server.clone(),
                 client: Arc::clone(&client),

@@ -168,6 +168,9 @@ pub async fn serve<S: Socket>(sock: S, shared: &Shared) {
     serve_as(sock, shared, signal, id, None).await;
 }
 
+/// A session to serve, and the bytes to send before its first reply.
+pub type SessionStart = (Box<SessionConn>, Vec<u8>);
+
 /// Serve a connection already registered in the store as `id` (with `signal`
 /// as its wakeup); `session` for one a cluster follower forwards.
 pub async fn serve_as<S: Socket>(
@@ -175,8 +178,12 @@ pub async fn serve_as<S: Socket>(
     shared: &Shared,
     signal: Arc<ConnSignal>,
     id: ConnId,
-    session: Option<Box<SessionConn>>,
+    session: Option<SessionStart>,
 ) {
+    let (session, greeting) = match session {
+        Some((s, g)) => (Some(s), g),
+        None => (None, Vec::new()),
+    };
     let max_job_size = shared.lock().max_job_size();
     shared
         .events
@@ -197,6 +204,7 @@ pub async fn serve_as<S: Socket>(
         log_acked: shared.log_pipe.as_ref().map(|p| p.subscribe()),
         session,
     };
+    conn.out.extend(&greeting);
     // A panic in the connection's work ends this connection only: it is logged and
     // the connection is closed as any other (its reserved jobs go back at once).
     match Caught::new(conn.run(&mut sock, shared, &signal)).await {

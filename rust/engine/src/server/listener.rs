@@ -208,11 +208,12 @@ pub(super) fn spawn_session(
     signal: Arc<super::signal::ConnSignal>,
     id: crate::store::ConnId,
     session: Box<conn::SessionConn>,
+    greeting: Vec<u8>,
 ) {
     shared.live.count.fetch_add(1, Ordering::AcqRel);
     let guard = LiveGuard(shared);
     tokio::spawn(async move {
-        conn::serve_as(stream, &guard.0, signal, id, Some(session)).await;
+        conn::serve_as(stream, &guard.0, signal, id, Some((session, greeting))).await;
         drop(guard);
     });
 }

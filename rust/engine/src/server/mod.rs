@@ -35,7 +35,7 @@ pub use self::conn::FAULT_PANIC;
 pub use self::error::ServerError;
 pub use self::handle::{Control, Done, ServerConfig, ServerHandle};
 pub use self::listener::{BoundAddr, ListenAddr, Listener};
-pub use self::session::{SessionAttach, SessionRefused};
+pub use self::session::{SessionAttach, SessionRefused, END_SESSION};
 pub use self::tls::{TlsError, TlsFiles, HANDSHAKE_TIMEOUT};
 use crate::events::EventHub;
 use crate::stats::{self, ProcessInfo, StatValue};

@@ -41,13 +41,40 @@ pub enum SessionRefused {
     Io(#[from] io::Error),
 }
 
+/// The `acked` of an attach that asks for the session's end instead (its
+/// client hung up after the follower's link to the leader carried its last
+/// replies).
+pub const END_SESSION: u64 = u64::MAX;
+
 impl Admin {
+    /// End session `owner` as a client's hang-up ends a connection: its jobs
+    /// come back at once. Refused while a connection is attached to it.
+    pub fn end_session(&self, owner: u64) -> Result<(), SessionRefused> {
+        let shared = self.shared();
+        let settled = {
+            let mut store = shared.lock();
+            let Some(conn) = store.session_conn(owner) else {
+                return Ok(());
+            };
+            if !store.session_detached(conn) {
+                return Err(SessionRefused::Store(AttachError::Busy));
+            }
+            store.disconnect(conn, shared.now());
+            shared.settle(&mut store)
+        };
+        let position = shared.finish(settled);
+        shared.write_log(position);
+        Ok(())
+    }
+
     /// Serve `stream` as session `attach.owner`, attached with the follower's
-    /// view of it. The connection's own bytes follow as a client's would.
+    /// view of it: `greeting` is written first, then the connection carries the
+    /// client's commands and their replies as a client's would.
     pub fn attach_session(
         &self,
         stream: std::net::TcpStream,
         attach: &SessionAttach,
+        greeting: Vec<u8>,
     ) -> Result<(), SessionRefused> {
         let shared = self.shared();
         let Some(runtime) = shared.runtime.clone() else {
@@ -79,7 +106,7 @@ impl Admin {
             }
         };
         let session = Box::new(SessionConn::new(attach.acked, replay_to));
-        listener::spawn_session(stream, Arc::clone(shared), signal, id, session);
+        listener::spawn_session(stream, Arc::clone(shared), signal, id, session, greeting);
         Ok(())
     }
 }

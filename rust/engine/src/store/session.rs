@@ -180,6 +180,11 @@ impl Store {
         self.timers.push(at, Timer::Session(conn, seq));
     }
 
+    /// Whether `conn` is a detached session's slot.
+    pub fn session_detached(&self, conn: ConnId) -> bool {
+        self.session_of(conn).is_some_and(|s| s.detached.is_some())
+    }
+
     /// Whether `conn` is a session's slot.
     pub fn is_session(&self, conn: ConnId) -> bool {
         self.session_of(conn).is_some()

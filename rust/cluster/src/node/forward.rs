@@ -1,0 +1,373 @@
+//! The client address while this node does not serve: each client connection
+//! is forwarded to the leader as a session (docs/cluster.md, "Sessions"), so a
+//! client of any node talks to the leader without knowing it, and keeps its
+//! connection and its reservations when the leader changes.
+//!
+//! Per client connection the follower draws a session key, frames the client's
+//! commands and the leader's replies exactly as the server does (`track`),
+//! attaches the session to the leader over the leader's peer address
+//! (`net::attach`) and passes the bytes both ways. When the link to the
+//! leader breaks (the leader died, or lost its majority and gave up on a
+//! commit), it attaches the session to whichever node leads next, saying how
+//! many commands it has replies for and what the session uses and watches, and
+//! sends the unanswered commands again: the new leader answers those the old
+//! one applied from their first run. A client that hangs up ends its session
+//! with a `quit` of the follower's.
+//!
+//! Forwarded connections outlive the accept loop: when this node starts to
+//! lead, its own server takes the client address, and its forwarded sessions
+//! attach to it like any other leader.
+
+use std::net::TcpListener as StdListener;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use beanpole_engine::server::{SessionAttach, END_SESSION};
+use beanpole_engine::wal::session::REPLIES_KEPT;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::track::{CommandFramer, FramedCommand, ReplyFramer, Session};
+use crate::identity::Identity;
+use crate::net::{attach, wire};
+use crate::types::{NodeId, Raft};
+
+/// How long a session may go without a leader to attach to before its client
+/// is closed.
+const REATTACH: Duration = Duration::from_secs(10);
+/// The pause between attempts to attach.
+const RETRY: Duration = Duration::from_millis(50);
+/// The longest a connect to the leader and its answer may take.
+const CONNECT: Duration = Duration::from_secs(2);
+/// Unanswered commands per session at most: fewer than the replies a leader
+/// keeps, so every command sent again can be answered from its first run.
+const WINDOW_COMMANDS: usize = REPLIES_KEPT - 24;
+/// Unanswered bytes per session at most (then the client is read no further
+/// until replies come).
+const WINDOW_BYTES: usize = 4 << 20;
+
+/// What every forwarded connection of this node shares.
+pub struct Forwarding {
+    pub raft: Raft,
+    pub identity: Arc<Identity>,
+    pub max_job_size: u32,
+    /// Set when the node stops: every forwarded connection ends. A watch
+    /// channel: a flag that many tasks wait on.
+    pub stop: watch::Receiver<bool>,
+}
+
+/// Accept client connections on a copy of `listener` and forward each, until
+/// aborted (the connections go on).
+pub fn spawn(listener: &Arc<StdListener>, ctx: Arc<Forwarding>) -> JoinHandle<()> {
+    let copy = listener.try_clone().and_then(|l| {
+        l.set_nonblocking(true)?;
+        TcpListener::from_std(l)
+    });
+    tokio::spawn(async move {
+        let Ok(listener) = copy else {
+            return;
+        };
+        loop {
+            match listener.accept().await {
+                Ok((client, _)) => {
+                    tokio::spawn(forward(client, Arc::clone(&ctx)));
+                }
+                // Out of descriptors or the like: wait, as the engine's accept
+                // loop does.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    })
+}
+
+/// How a stretch of forwarding ended.
+enum End {
+    /// The client quit, and the leader has answered everything before it.
+    Quit,
+    /// The client's input ended (or it left) and the leader has answered
+    /// what it sent: the session is to end.
+    Hangup,
+    /// The link to the leader broke: attach again.
+    Link,
+}
+
+/// What a client connection has done so far.
+#[derive(Default)]
+struct ClientState {
+    /// Its input ended: nothing more to read; the leader's link is half-closed
+    /// after the last command, as the client's was.
+    eof: bool,
+    /// A write to it failed: its replies are dropped.
+    gone: bool,
+}
+
+/// Forward one client connection until it ends.
+async fn forward(client: TcpStream, ctx: Arc<Forwarding>) {
+    let _ = client.set_nodelay(true);
+    let Ok(owner) = session_key() else {
+        return;
+    };
+    let (mut cr, mut cw) = client.into_split();
+    let mut framer = CommandFramer::new(ctx.max_job_size);
+    let mut session = Session::new(WINDOW_BYTES);
+    let mut state = ClientState::default();
+    let mut stop = ctx.stop.clone();
+    // When a reply last came.
+    let mut progress = Instant::now();
+    loop {
+        let acked_before = session.acked();
+        let attached = tokio::select! {
+            a = attach_anywhere(&ctx, owner, session.acked(), &session) => a,
+            _ = stop.changed() => None,
+        };
+        let Some(link) = attached else {
+            return;
+        };
+        let (mut lr, mut lw) = link.into_split();
+        // What the last leader did not answer goes to this one.
+        let mut resend: Vec<FramedCommand> = session.unanswered().cloned().collect();
+        if session.quit_sent() {
+            resend.push(quit());
+        }
+        if send_all(&mut lw, &resend).await.is_err() {
+            continue;
+        }
+        if state.eof && !session.quit_sent() && lw.shutdown().await.is_err() {
+            continue;
+        }
+        let end = tokio::select! {
+            e = pump(&mut cr, &mut cw, &mut lr, &mut lw, &mut framer, &mut session, &mut state) => e,
+            _ = stop.changed() => return,
+        };
+        match end {
+            End::Quit => return,
+            End::Hangup => {
+                drop((lr, lw));
+                let _ = attach_anywhere(&ctx, owner, END_SESSION, &session).await;
+                return;
+            }
+            End::Link => {
+                // A link that broke with nothing answered on it (a leader
+                // that keeps failing, a path that cannot carry the session):
+                // try again after a pause, and give up once nothing has been
+                // answered for as long as a leader may take to appear.
+                if session.acked() > acked_before {
+                    progress = Instant::now();
+                } else if progress.elapsed() > REATTACH {
+                    return;
+                } else {
+                    tokio::time::sleep(RETRY).await;
+                }
+                continue;
+            }
+        }
+    }
+}
+
+/// Pass bytes both ways until the session ends or the leader's link breaks.
+async fn pump(
+    cr: &mut OwnedReadHalf,
+    cw: &mut OwnedWriteHalf,
+    lr: &mut OwnedReadHalf,
+    lw: &mut OwnedWriteHalf,
+    framer: &mut CommandFramer,
+    session: &mut Session,
+    state: &mut ClientState,
+) -> End {
+    let mut replies = ReplyFramer::new();
+    loop {
+        let read_client = !state.eof
+            && !state.gone
+            && !session.quit_sent()
+            && !session.is_full()
+            && session.unanswered().len() < WINDOW_COMMANDS;
+        tokio::select! {
+            read = cr.read_buf(framer.input_mut()), if read_client => {
+                let mut out = Vec::new();
+                while let Some(cmd) = framer.next_command() {
+                    let quits = !cmd.expects_reply();
+                    if session.send(cmd.clone()).is_err() {
+                        break;
+                    }
+                    out.push(cmd);
+                    if quits {
+                        break;
+                    }
+                }
+                if send_all(lw, &out).await.is_err() {
+                    return End::Link;
+                }
+                if !matches!(read, Ok(n) if n > 0) {
+                    // The client sent all it will (it may still read): the
+                    // leader sees the same end after the last command, and the
+                    // start of a command cut short (a put's line takes its id
+                    // even if its body never comes).
+                    state.eof = true;
+                    if !session.quit_sent() {
+                        let rest = framer.input_mut().split();
+                        if lw.write_all(&rest).await.is_err() || lw.shutdown().await.is_err() {
+                            return End::Link;
+                        }
+                    }
+                }
+            }
+            read = lr.read_buf(replies.input_mut()) => {
+                if !matches!(read, Ok(n) if n > 0) {
+                    let answered = session.unanswered().len() == 0;
+                    return match (answered, session.quit_sent(), state.eof || state.gone) {
+                        (true, true, _) => End::Quit,
+                        (true, false, true) => End::Hangup,
+                        _ => End::Link,
+                    };
+                }
+                loop {
+                    let reply = match replies.next_reply() {
+                        Ok(Some(r)) => r,
+                        Ok(None) => break,
+                        // Not the server's protocol: nothing more can be trusted.
+                        Err(_) => return End::Hangup,
+                    };
+                    // The leader could not commit in time: the next one knows
+                    // whether the commands took effect, and answers them.
+                    if reply.line() == b"INTERNAL_ERROR" {
+                        return End::Link;
+                    }
+                    if session.receive(&reply).is_err() {
+                        return End::Hangup;
+                    }
+                    if !state.gone && cw.write_all(reply.bytes()).await.is_err() {
+                        // The client left: as a server stops at a reply it cannot
+                        // write, stop the leader at once; the session then ends.
+                        state.gone = true;
+                        return End::Hangup;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A `quit` of the follower's own.
+fn quit() -> FramedCommand {
+    let mut framer = CommandFramer::new(0);
+    framer.push(b"quit\r\n");
+    framer
+        .next_command()
+        .unwrap_or_else(|| unreachable!("quit frames as one command"))
+}
+
+/// Send commands as the server reads them: each one's bytes, and for an
+/// oversized put as many filler bytes as the server throws away.
+async fn send_all(lw: &mut OwnedWriteHalf, cmds: &[FramedCommand]) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    for c in cmds {
+        out.extend_from_slice(&c.bytes);
+        let mut left = c.discard;
+        while left > 0 {
+            let n = left.min(64 << 10) as usize;
+            out.resize(out.len() + n, b'x');
+            left -= n as u64;
+            if out.len() >= 1 << 20 {
+                lw.write_all(&out).await?;
+                out.clear();
+            }
+        }
+    }
+    if !out.is_empty() {
+        lw.write_all(&out).await?;
+    }
+    Ok(())
+}
+
+/// A random session key (never 0).
+fn session_key() -> std::io::Result<u64> {
+    loop {
+        let mut b = [0u8; 8];
+        getrandom::fill(&mut b).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let k = u64::from_le_bytes(b);
+        if k != 0 {
+            return Ok(k);
+        }
+    }
+}
+
+/// Attach the session to whichever node leads, trying until [`REATTACH`] has
+/// passed; None if it cannot be (no leader, or the replies the session needs
+/// are no longer kept). With `acked` [`END_SESSION`], ask that it end instead.
+async fn attach_anywhere(
+    ctx: &Forwarding,
+    owner: u64,
+    acked: u64,
+    session: &Session,
+) -> Option<TcpStream> {
+    let deadline = Instant::now() + REATTACH;
+    let request = SessionAttach {
+        owner,
+        acked,
+        use_tube: session.used().to_vec(),
+        watch: session.watched().iter().map(|t| t.to_vec()).collect(),
+    };
+    let mut metrics = ctx.raft.metrics();
+    loop {
+        let target = {
+            let m = metrics.borrow_and_update();
+            m.current_leader.and_then(|l| {
+                m.membership_config
+                    .membership()
+                    .get_node(&l)
+                    .map(|n| (l, n.peer.clone()))
+            })
+        };
+        if let Some((leader, addr)) = target {
+            match attach_once(ctx, leader, &addr, &request).await {
+                Try::Attached(link) => return Some(link),
+                Try::Lost => return None,
+                Try::Again => {}
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        // A new leader, or a moment, before the next try.
+        let _ = tokio::time::timeout(left.min(RETRY), metrics.changed()).await;
+    }
+}
+
+/// What one attach request came to.
+enum Try {
+    Attached(TcpStream),
+    /// Not now (no answer, not the leader, attached elsewhere still).
+    Again,
+    /// The session cannot be carried on.
+    Lost,
+}
+
+/// One attach request to node `leader` at its peer address `addr`.
+async fn attach_once(ctx: &Forwarding, leader: NodeId, addr: &str, request: &SessionAttach) -> Try {
+    let frame = attach::attach(&attach::Attach {
+        from: ctx.identity.node(),
+        to: leader,
+        cluster: ctx.identity.cluster(),
+        session: request.clone(),
+    });
+    let work = async {
+        let mut link = TcpStream::connect(addr).await.ok()?;
+        let _ = link.set_nodelay(true);
+        link.write_all(&frame).await.ok()?;
+        // Exactly one frame: the replies that follow it stay in the socket.
+        let (kind, body) = wire::read_frame(&mut link, 64).await.ok()?;
+        Some((link, kind, body))
+    };
+    match tokio::time::timeout(CONNECT, work).await {
+        Ok(Some((link, attach::ATTACHED, body))) => match attach::read_attached(&body) {
+            Some(attach::Attached::Yes) => Try::Attached(link),
+            Some(attach::Attached::Lost) => Try::Lost,
+            _ => Try::Again,
+        },
+        _ => Try::Again,
+    }
+}
