@@ -9,6 +9,7 @@
 //! reused; a failed or timed-out one is dropped and the next call dials again.
 
 pub mod client;
+pub mod handover;
 pub mod members;
 pub mod server;
 pub mod status;

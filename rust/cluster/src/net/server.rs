@@ -17,9 +17,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::members::HandOff;
 use super::wire::{self, Hello};
 use super::NetConfig;
-use super::{members, status};
+use super::{handover, members, status};
 use crate::identity::Identity;
 use crate::types::{NodeId, Raft};
 
@@ -39,8 +40,20 @@ impl PeerServer {
         identity: Arc<Identity>,
         config: NetConfig,
     ) -> std::io::Result<PeerServer> {
+        Self::start_with(listener, raft, identity, config, None)
+    }
+
+    /// [`PeerServer::start`], with how this node hands its lead over when a
+    /// membership change removes it while it leads.
+    pub fn start_with(
+        listener: TcpListener,
+        raft: Raft,
+        identity: Arc<Identity>,
+        config: NetConfig,
+        hand_off: Option<Arc<dyn HandOff>>,
+    ) -> std::io::Result<PeerServer> {
         let addr = listener.local_addr()?;
-        let accept = tokio::spawn(accept_loop(listener, raft, identity, config));
+        let accept = tokio::spawn(accept_loop(listener, raft, identity, config, hand_off));
         Ok(PeerServer { addr, accept })
     }
 
@@ -68,6 +81,7 @@ async fn accept_loop(
     raft: Raft,
     identity: Arc<Identity>,
     config: NetConfig,
+    hand_off: Option<Arc<dyn HandOff>>,
 ) {
     // A semaphore, not a counter: a connection's permit goes back when its
     // task ends, however it ends.
@@ -81,9 +95,10 @@ async fn accept_loop(
                     continue; // over the limit: dropped, so closed
                 };
                 let (raft, identity, config) = (raft.clone(), Arc::clone(&identity), config.clone());
+                let hand_off = hand_off.clone();
                 conns.spawn(async move {
                     let _permit = permit;
-                    let _ = serve(stream, raft, identity, config).await;
+                    let _ = serve(stream, raft, identity, config, hand_off).await;
                 });
             }
             // Reap finished connections so the set does not grow.
@@ -113,12 +128,16 @@ async fn serve(
     raft: Raft,
     identity: Arc<Identity>,
     config: NetConfig,
+    hand_off: Option<Arc<dyn HandOff>>,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let (kind, body) = next_frame(&mut stream, &config).await?;
     if kind == members::CHANGE {
         let answer = match members::read_change(&body) {
-            Some(change) => members::act(&raft, config.admin_token.as_deref(), change).await,
+            Some(change) => {
+                let token = config.admin_token.as_deref();
+                members::act(&raft, token, change, hand_off.as_deref()).await
+            }
             None => wire::refused("not a membership change of this version"),
         };
         return wire::write_frame(&mut stream, &answer).await;
@@ -141,7 +160,7 @@ async fn serve(
     wire::write_frame(&mut stream, &welcome).await?;
     loop {
         let (kind, body) = next_frame(&mut stream, &config).await?;
-        let reply = match answer(&raft, kind, &body).await {
+        let reply = match answer(&raft, hello.from, kind, &body).await {
             Some(reply) => reply,
             // Not a request: the connection is of no use any more.
             None => return Ok(()),
@@ -164,9 +183,11 @@ fn refuse(hello: &Hello, identity: &Identity) -> Option<String> {
     identity.adopt(hello.cluster).err().map(|e| e.to_string())
 }
 
-/// The reply frame to a request, or `None` for a frame that is not one.
-async fn answer(raft: &Raft, kind: u8, body: &[u8]) -> Option<Vec<u8>> {
+/// The reply frame to a request of node `from`, or `None` for a frame that
+/// is not one.
+async fn answer(raft: &Raft, from: NodeId, kind: u8, body: &[u8]) -> Option<Vec<u8>> {
     Some(match kind {
+        handover::CAMPAIGN => handover::act(raft, from, handover::read_campaign(body).ok()?).await,
         wire::APPEND => match raft.append_entries(wire::read_append(body).ok()?).await {
             Ok(resp) => wire::append_reply(&resp),
             Err(RaftError::Fatal(fatal)) => wire::failed(&fatal),

@@ -10,12 +10,17 @@
 //! the server stops: replies still waiting for a commit are not sent, and the
 //! connections close. While the node does not serve, the client address stays
 //! bound and its connections are relayed to the leader (`relay.rs`).
+//!
+//! A node handing its lead over (`handover.rs`) sets `yielding`: the term's
+//! server then stops as on a planned stop (no new connections, the passes in
+//! flight get their commits and replies, at most [`DRAIN`]), is not started
+//! again while it is set, and `yielded` says when it is down.
 
 use std::net::TcpListener as StdListener;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use beanpole_engine::server::{Admin, ServerConfig, ServerHandle};
 use beanpole_engine::wal::pipe::LogPipe;
@@ -35,6 +40,9 @@ const CATCH_UP: Duration = Duration::from_secs(5);
 const RETRY: Duration = Duration::from_millis(250);
 /// How long stopping a term's server may take.
 const STOP: Duration = Duration::from_secs(2);
+/// On a planned stop of a term's server, how long the passes in flight may
+/// take to be committed (and answered) before the rest are dropped.
+pub const DRAIN: Duration = Duration::from_millis(500);
 
 /// What the leadership task needs.
 pub struct Leading {
@@ -61,6 +69,14 @@ pub struct Leading {
     /// serving). A watch channel: readers want the latest value only, and may
     /// wait for one.
     pub serving: watch::Sender<Option<(u64, Admin)>>,
+    /// Set while this node hands its lead over: serve no term. A watch
+    /// channel: the task wants the latest value and to wake when it changes.
+    pub yielding: watch::Receiver<bool>,
+    /// True once no term's server runs while `yielding` is set.
+    pub yielded: watch::Sender<bool>,
+    /// The term this node was last seen leading and when it was first seen
+    /// leading it (just after openraft made it leader).
+    pub led_since: watch::Sender<Option<(u64, Instant)>>,
 }
 
 /// One term's running server and its proposer.
@@ -82,18 +98,25 @@ pub async fn run(leading: Leading) {
         leading.id,
     ));
     let mut serving: Option<Serving> = None;
+    let mut yielding = leading.yielding.clone();
+    let mut yield_open = true;
     loop {
-        let (leads, term) = {
+        let (leader, term) = {
             let m = metrics.borrow_and_update();
             (
                 m.state == ServerState::Leader && m.current_leader == Some(leading.id),
                 m.current_term,
             )
         };
+        if leader && leading.led_since.borrow().map(|(t, _)| t) != Some(term) {
+            leading.led_since.send_replace(Some((term, Instant::now())));
+        }
+        let yields = *yielding.borrow_and_update();
+        let leads = leader && !yields;
         if serving.as_ref().is_some_and(|s| !leads || s.term != term) {
             if let Some(s) = serving.take() {
                 let term = s.term;
-                stop_term(&leading, s).await;
+                stop_term(&leading, s, yields.then_some(DRAIN)).await;
                 if leading.announce {
                     eprintln!(
                         "beanpole: node {} no longer leads (term {term}): relaying clients to the leader",
@@ -124,6 +147,10 @@ pub async fn run(leading: Leading) {
                 serving = Some(started);
             }
         }
+        let down = yields && serving.is_none();
+        if *leading.yielded.borrow() != down {
+            leading.yielded.send_replace(down);
+        }
         let retry = leads && serving.is_none();
         tokio::select! {
             changed = metrics.changed() => {
@@ -131,11 +158,14 @@ pub async fn run(leading: Leading) {
                     break;
                 }
             }
+            changed = yielding.changed(), if yield_open => {
+                yield_open = changed.is_ok();
+            }
             () = tokio::time::sleep(RETRY), if retry => {}
         }
     }
     if let Some(s) = serving.take() {
-        stop_term(&leading, s).await;
+        stop_term(&leading, s, None).await;
     }
     if let Some(d) = relay.take() {
         d.abort();
@@ -206,8 +236,10 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
 }
 
 /// Stop a term's server (its connections close; unacknowledged replies are
-/// never sent) and its proposer.
-async fn stop_term(leading: &Leading, serving: Serving) {
+/// never sent) and its proposer. With `drain` (a planned stop), the server
+/// first stops accepting and tells its connections to finish, and the passes
+/// in flight have that long to be committed and answered.
+async fn stop_term(leading: &Leading, serving: Serving, drain: Option<Duration>) {
     leading.serving.send_replace(None);
     let Serving {
         mut handle,
@@ -215,6 +247,12 @@ async fn stop_term(leading: &Leading, serving: Serving) {
         pipe,
         ..
     } = serving;
+    if let Some(drain) = drain {
+        let control = handle.control();
+        control.begin_stop();
+        let done = Arc::clone(control.done());
+        let _ = tokio::task::spawn_blocking(move || done.wait(Some(drain))).await;
+    }
     // Connections waiting for a commit of this term end now (unanswered), not
     // when the stop's patience runs out.
     pipe.close();
