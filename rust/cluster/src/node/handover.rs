@@ -11,12 +11,12 @@
 //! is at least as long as its own, and steps down. With three voters the
 //! candidate's vote and the old leader's are a majority.
 //!
-//! [`Handover::run`]: the leader stops its term's server (no new connections;
-//! the passes in flight get their commits and replies, bounded), so it serves
-//! no read after this; waits until it has led for the lease; picks the voter
-//! whose log matches its own furthest and waits until it holds the whole log;
-//! asks it to campaign (`net/handover.rs`); and waits until a new leader is
-//! known. With more than three voters the other followers refuse until their
+//! [`Handover::run`]: the leader waits, serving, until it has led for the
+//! lease; stops its term's server (no new connections; the passes in flight
+//! get their commits and replies, bounded), so it serves no read after this,
+//! before it can grant a vote; picks the voter whose log matches its own
+//! furthest and waits until it holds the whole log; asks it to campaign
+//! (`net/handover.rs`); and waits until a new leader is known. With more than three voters the other followers refuse until their
 //! lease after the leader's last heartbeat has run out: the leader stops its
 //! heartbeats and the successor campaigns just after that (a lease, 500 ms by
 //! default, rather than a lease and an election timeout).
@@ -106,7 +106,6 @@ impl Handover {
         if others.is_empty() {
             return Outcome::Failed("this node is the only voter".to_owned());
         }
-        self.yielding.send_replace(true);
         let result = self
             .hand_over(term, others.len() + 1, started + limit)
             .await;
@@ -132,15 +131,8 @@ impl Handover {
         voters: usize,
         deadline: Instant,
     ) -> Result<(NodeId, u64), String> {
-        // 1. No client is served from here on: nothing this node answers can
-        //    miss a change the next leader makes.
-        let mut yielded = self.yielded.clone();
-        timeout_at(deadline, yielded.wait_for(|&down| down))
-            .await
-            .map_err(|_| "the term's server did not stop in time".to_owned())?
-            .map_err(|_| "the node is stopping".to_owned())?;
-        // 2. Led for the lease: it grants a vote from then on.
-        //    (Not known: counted from now.)
+        // 1. Led for the lease: it grants a vote from then on. It goes on
+        //    serving meanwhile. (Not known: counted from now.)
         let since = self.led_since.borrow().filter(|&(t, _)| t == term);
         let at = since.map_or_else(std::time::Instant::now, |(_, at)| at);
         let until = Instant::from_std(at) + self.lease + LEASE_MARGIN;
@@ -148,6 +140,14 @@ impl Handover {
             return Err("it has led for less than the lease, longer than allowed".into());
         }
         tokio::time::sleep_until(until).await;
+        // 2. No client is served from here on: nothing this node answers can
+        //    miss a change the next leader makes.
+        self.yielding.send_replace(true);
+        let mut yielded = self.yielded.clone();
+        timeout_at(deadline, yielded.wait_for(|&down| down))
+            .await
+            .map_err(|_| "the term's server did not stop in time".to_owned())?
+            .map_err(|_| "the node is stopping".to_owned())?;
         // 3. The voters whose logs hold all of this one's, the furthest first.
         let mut metrics = self.raft.metrics();
         let (last, ready) = loop {
