@@ -24,7 +24,7 @@ use crate::identity::{ClusterId, IdentityError};
 use crate::types::NodeId;
 
 pub use self::client::{Network, PeerLink};
-pub use self::server::PeerServer;
+pub use self::server::{Hooks, PeerServer, VoteFence};
 
 /// The transport's settings.
 #[derive(Debug, Clone)]

@@ -77,6 +77,9 @@ pub struct Leading {
     /// The term this node was last seen leading and when it was first seen
     /// leading it (just after openraft made it leader).
     pub led_since: watch::Sender<Option<(u64, Instant)>>,
+    /// The fence around vote requests (the peer server's), told which lease
+    /// the term served now has.
+    pub fence: Arc<propose::LeaseFence>,
 }
 
 /// One term's running server and its proposer.
@@ -190,7 +193,10 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
         let state = leading.view.lock();
         (state.replica.to_recovered(), state.clock)
     };
-    let lease = Arc::new(propose::Lease::new(leading.lease));
+    let lease = Arc::new(propose::Lease::new(
+        leading.lease,
+        Arc::clone(&leading.fence),
+    ));
     let (sink, rx) = propose::Proposals::new(Arc::clone(&lease), leading.commit_timeout);
     let opened = replicate::opened(
         recovered,
@@ -210,6 +216,7 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
             if leading.draining.load(Ordering::SeqCst) {
                 handle.drain();
             }
+            leading.fence.serve(Some(Arc::clone(&lease)));
             let proposer = tokio::spawn(propose::run(
                 leading.raft.clone(),
                 rx,
@@ -241,6 +248,7 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
 /// in flight have that long to be committed and answered.
 async fn stop_term(leading: &Leading, serving: Serving, drain: Option<Duration>) {
     leading.serving.send_replace(None);
+    leading.fence.serve(None);
     let Serving {
         mut handle,
         proposer,

@@ -302,6 +302,7 @@ impl Node {
         let (yielded_tx, yielded) = watch::channel(false);
         let (led_since_tx, led_since) = watch::channel(None);
         let draining = Arc::new(AtomicBool::new(false));
+        let fence = Arc::new(propose::LeaseFence::default());
         let (raft, peer, leading, handover) = runtime.block_on(async {
             let network = Network::new(Arc::clone(&identity), config.net.clone());
             let raft = Raft::new(config.id, raft_config, network.clone(), log, sm)
@@ -324,7 +325,10 @@ impl Node {
                 raft.clone(),
                 Arc::clone(&identity),
                 config.net.clone(),
-                Some(Arc::clone(&handover) as Arc<dyn crate::net::members::HandOff>),
+                crate::net::Hooks {
+                    hand_off: Some(Arc::clone(&handover) as Arc<dyn crate::net::members::HandOff>),
+                    fence: Some(Arc::clone(&fence) as Arc<dyn crate::net::VoteFence>),
+                },
             )
             .map_err(NodeError::Runtime)?;
             let pristine = !raft
@@ -363,6 +367,7 @@ impl Node {
                 yielding,
                 yielded: yielded_tx,
                 led_since: led_since_tx,
+                fence,
             }));
             Ok::<_, NodeError>((raft, peer, leading, handover))
         })?;
