@@ -23,6 +23,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::ServerState;
@@ -77,6 +79,8 @@ pub struct Handover {
     /// One hand-over at a time. An async mutex: held across the whole
     /// hand-over, which awaits.
     pub(super) busy: Mutex<()>,
+    /// The log index of the last committed entry of a term's store.
+    pub(super) committed_to: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Handover {
@@ -158,6 +162,10 @@ impl Handover {
                     (0, Vec::new(), successor)
                 } else if m.state != ServerState::Leader {
                     return Err(format!("node {} lost the lead meanwhile", self.id));
+                } else if m.last_log_index.unwrap_or(0) < self.committed_to.load(Ordering::SeqCst) {
+                    // Metrics older than the store's last entry: wait for
+                    // fresher ones (a successor must hold every entry).
+                    (0, Vec::new(), None)
                 } else {
                     let last = m.last_log_index.unwrap_or(0);
                     let mut ready: Vec<(u64, NodeId)> = m

@@ -80,6 +80,9 @@ pub struct Leading {
     /// The fence around vote requests (the peer server's), told which lease
     /// the term served now has.
     pub fence: Arc<propose::LeaseFence>,
+    /// The log index of the last entry of a term's store that was committed
+    /// (every term's proposer raises it).
+    pub committed_to: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// One term's running server and its proposer.
@@ -87,6 +90,9 @@ struct Serving {
     term: u64,
     handle: ServerHandle,
     proposer: JoinHandle<()>,
+    /// Tells the proposer to end once what is queued is submitted and
+    /// answered (a planned stop). A Notify: one signal, kept until taken.
+    finish: Arc<tokio::sync::Notify>,
     /// The store's pipe: closed at the term's end so replies waiting for a
     /// commit give up at once.
     pipe: Arc<LogPipe>,
@@ -217,17 +223,21 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
                 handle.drain();
             }
             leading.fence.serve(Some(Arc::clone(&lease)));
+            let finish = Arc::new(tokio::sync::Notify::new());
             let proposer = tokio::spawn(propose::run(
                 leading.raft.clone(),
                 rx,
                 Arc::clone(&pipe),
                 lease,
                 clock,
+                Arc::clone(&leading.committed_to),
+                Arc::clone(&finish),
             ));
             Some(Serving {
                 term,
                 handle,
                 proposer,
+                finish,
                 pipe,
             })
         }
@@ -251,7 +261,8 @@ async fn stop_term(leading: &Leading, serving: Serving, drain: Option<Duration>)
     leading.fence.serve(None);
     let Serving {
         mut handle,
-        proposer,
+        mut proposer,
+        finish,
         pipe,
         ..
     } = serving;
@@ -265,5 +276,12 @@ async fn stop_term(leading: &Leading, serving: Serving, drain: Option<Duration>)
     // when the stop's patience runs out.
     pipe.close();
     let _ = tokio::task::spawn_blocking(move || handle.stop(STOP)).await;
+    if let Some(drain) = drain {
+        // The store is gone: the proposer submits what is queued, has the
+        // answers and ends; from then on nothing of this term goes into the
+        // log (the hand-over's successor must hold all of it).
+        finish.notify_one();
+        let _ = tokio::time::timeout(drain, &mut proposer).await;
+    }
     proposer.abort();
 }

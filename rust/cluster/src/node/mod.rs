@@ -303,6 +303,8 @@ impl Node {
         let (led_since_tx, led_since) = watch::channel(None);
         let draining = Arc::new(AtomicBool::new(false));
         let fence = Arc::new(propose::LeaseFence::default());
+        // Raised by the leader's proposer, read by the hand-over; an atomic.
+        let committed_to = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let (raft, peer, leading, handover) = runtime.block_on(async {
             let network = Network::new(Arc::clone(&identity), config.net.clone());
             let raft = Raft::new(config.id, raft_config, network.clone(), log, sm)
@@ -317,6 +319,7 @@ impl Node {
                 yielded,
                 led_since,
                 busy: tokio::sync::Mutex::new(()),
+                committed_to: Arc::clone(&committed_to),
             });
             let listener =
                 tokio::net::TcpListener::from_std(peer_listener).map_err(NodeError::Runtime)?;
@@ -368,6 +371,7 @@ impl Node {
                 yielded: yielded_tx,
                 led_since: led_since_tx,
                 fence,
+                committed_to,
             }));
             Ok::<_, NodeError>((raft, peer, leading, handover))
         })?;

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use beanpole_engine::wal::pipe::LogPipe;
 use beanpole_engine::wal::replicate::Replicate;
 use bytes::Bytes;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 
 use crate::net::VoteFence;
 use crate::types::{Batch, Raft};
@@ -177,15 +177,19 @@ pub fn wall_now() -> i64 {
 }
 
 /// Propose every pass queued on `rx` to `raft`, in order, and acknowledge on
-/// `pipe` the position each committed entry ends at. `clock` is the replicated
-/// clock the term starts from; entries are stamped no lower. Ends when the
-/// store is gone (the channel closes) or Raft has stopped.
+/// `pipe` the position each committed entry ends at; `committed` is raised to
+/// each committed entry's log index. `clock` is the replicated clock the term
+/// starts from; entries are stamped no lower. Ends when the store is gone (the
+/// channel closes, or `finish` is notified: then once what is queued is
+/// submitted) and the entries in flight are answered, or Raft has stopped.
 pub async fn run(
     raft: Raft,
     mut rx: mpsc::UnboundedReceiver<Pass>,
     pipe: Arc<LogPipe>,
     lease: Arc<Lease>,
     mut clock: i64,
+    committed_to: Arc<AtomicU64>,
+    finish: Arc<Notify>,
 ) {
     // A semaphore: each entry in flight holds a permit until its answer, and the
     // loop waits for one before it takes the queued passes.
@@ -194,7 +198,17 @@ pub async fn run(
         let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
             return;
         };
-        let Some((mut records, mut end)) = rx.recv().await else {
+        // What is queued goes first; `finish` only once nothing is.
+        let next = tokio::select! {
+            biased;
+            pass = rx.recv() => pass,
+            () = finish.notified() => None,
+        };
+        let Some((mut records, mut end)) = next else {
+            drop(permit);
+            // The store is gone: wait for the answers of the entries in flight.
+            let all = u32::try_from(IN_FLIGHT_MAX).unwrap_or(u32::MAX);
+            let _ = in_flight.acquire_many(all).await;
             return;
         };
         while records.len() < ENTRY_BYTES_MAX {
@@ -217,13 +231,15 @@ pub async fn run(
         };
         let pipe = Arc::clone(&pipe);
         let lease = Arc::clone(&lease);
+        let committed_to = Arc::clone(&committed_to);
         tokio::spawn(async move {
             let _permit = permit;
             // An entry that is not committed (this node lost the lead) is never
             // acknowledged: its replies are not sent, and the connections close
             // when this leader's store stops.
-            if let Ok(Ok(_)) = committed.await {
+            if let Ok(Ok(answer)) = committed.await {
                 lease.renew(proposed);
+                committed_to.fetch_max(answer.log_id.index, Ordering::SeqCst);
                 pipe.acknowledge(end);
             }
         });
