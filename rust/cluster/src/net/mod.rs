@@ -9,6 +9,7 @@
 //! reused; a failed or timed-out one is dropped and the next call dials again.
 
 pub mod client;
+pub mod handover;
 pub mod members;
 pub mod server;
 pub mod status;
@@ -23,7 +24,7 @@ use crate::identity::{ClusterId, IdentityError};
 use crate::types::NodeId;
 
 pub use self::client::{Network, PeerLink};
-pub use self::server::PeerServer;
+pub use self::server::{Hooks, PeerServer, VoteFence};
 
 /// The transport's settings.
 #[derive(Debug, Clone)]
