@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Replicated cluster figures (issue 21), side by side in one run on loopback with real
-processes: failover after the leader's SIGKILL and after its SIGTERM, and durable puts from
-100 connections through the leader against a single node at ``-f 0``, and through a
-follower (which relays to the leader) against through the leader.
+processes: failover after the leader's SIGKILL, after its SIGTERM (a planned stop: it hands
+its lead over first; and, for comparison, a SIGTERM without hand-over, as before), and after
+``beanpole cluster remove`` of the leader; and durable puts from 100 connections through the
+leader against a single node at ``-f 0``, and through a follower (which relays to the leader)
+against through the leader.
 
-    python bench/cluster_bench.py                    # 50 kills, 10 stops, 5 rounds of puts
+    python bench/cluster_bench.py                    # 50 kills, 10 of each stop, 5 rounds
     python bench/cluster_bench.py --smoke            # a few seconds of each, for CI
     python bench/cluster_bench.py --only kill --kills 20 --phases
+    python bench/cluster_bench.py --only stop,remove --nodes 5
 
 **Failover.** Three nodes (``python -m beanpole serve --cluster FILE --node N -b DIR``).
 Each time: find the leader (asked of the nodes), send it SIGKILL (or SIGTERM), and time
@@ -15,6 +18,16 @@ in turn every few milliseconds with raw sockets (a follower relays to the leader
 knows one). Then the stopped node is started again on its directory and the
 next round waits until its Raft log holds a put made through the leader after its restart,
 so every kill starts from three nodes up to date.
+
+**Planned stops.** ``stop``: SIGTERM to the leader, which hands its lead over before it
+stops. Until it stops serving, a survivor's put is relayed to it and answered; so here a
+probe puts and then asks ``stats`` on the same connection, and counts only a put answered
+by another process (``pid``). ``stop-plain``: the same, with the nodes under
+``cluster_node.py`` without ``--hand-over``: SIGTERM stops the node at once, as ``serve``
+did before hand-overs (main's figure, in the same run). ``remove``: ``beanpole cluster
+remove --node LEADER`` (the leader hands over, then its successor removes it), timed from
+the request to the first put answered by another process; then the removed node is
+stopped, its directory emptied, and it is added and promoted again.
 
 **Durable puts.** ``beanpole-bench put --connections 100 --pipeline 1`` (each connection
 one put in flight; bodies computed per job: its number, send time, a checksum and a pattern
@@ -40,13 +53,14 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster_nodes import Cluster, Timing, try_put
+from cluster_nodes import Cluster, Timing, served_by, try_put
 from launch import nofile_limit, start_beanpole
 from runner import build_bench, run_bench
 
@@ -54,11 +68,16 @@ GOALS = {
     "kill_p50": 1.0,
     "kill_p99": 1.5,
     "stop_p50": 0.3,
+    "remove_p50": 0.3,
     "puts_ratio": 0.7,
     "follower_ratio": 0.85,
 }
 PROBE_GAP = 0.002  # seconds between rounds of probes over the survivors
 PROBE_TIMEOUT = 1.0  # seconds one probe may wait for its connection or reply
+# Before a planned stop or removal, the leader has led at least this long: a leader that
+# has led for less than its lease (500 ms) waits, serving, until it has before it hands
+# over, and the rounds here follow one another closely. Kills are not paced.
+LED_FOR = 0.6
 
 
 @dataclass
@@ -73,13 +92,23 @@ class Failover:
     phases: dict[str, float] = field(default_factory=dict)
 
 
-def first_put(cluster: Cluster, survivors: Sequence[int], t0: float) -> tuple[int, float]:
-    """Probe the survivors in turn until one takes a put; (that node, seconds since t0)."""
+def first_put(
+    cluster: Cluster, survivors: Sequence[int], t0: float, not_pid: int | None = None
+) -> tuple[int, float]:
+    """Probe the survivors in turn until one takes a put; (that node, seconds since t0).
+    With ``not_pid``, a put counts only if a process other than that one answered it (a
+    survivor relays to a leader that still serves)."""
     n = 0
     while True:
         for node in survivors:
             n += 1
-            if try_put(cluster.clients[node], b"failover %d" % n, PROBE_TIMEOUT) is not None:
+            body = b"failover %d" % n
+            if not_pid is None:
+                took = try_put(cluster.clients[node], body, PROBE_TIMEOUT) is not None
+            else:
+                pid = served_by(cluster.clients[node], body, PROBE_TIMEOUT)
+                took = pid is not None and pid != not_pid
+            if took:
                 return node, time.monotonic() - t0
         if time.monotonic() - t0 > 60:
             raise RuntimeError(f"no survivor of {list(survivors)} took a put within 60 s")
@@ -104,9 +133,11 @@ def phases(cluster: Cluster, survivors: Sequence[int], t0: float) -> dict[str, f
     return out
 
 
-def failovers(root: Path, sig: int, count: int, timing: Timing | None) -> list[Failover]:
-    """``count`` leader stops by ``sig`` on one three-node cluster, each restarted after."""
-    cluster = Cluster(root, 3, timing)
+def failovers(
+    root: Path, sig: int, count: int, timing: Timing | None, nodes: int = 3
+) -> list[Failover]:
+    """``count`` leader stops by ``sig`` on one cluster of ``nodes``, each restarted after."""
+    cluster = Cluster(root, nodes, timing)
     out: list[Failover] = []
     try:
         cluster.start_all()
@@ -114,11 +145,18 @@ def failovers(root: Path, sig: int, count: int, timing: Timing | None) -> list[F
         for node in cluster.nodes:
             if node != lead:
                 cluster.wait_caught_up(node, lead)
+        led_from = time.monotonic()
         for i in range(count):
             victim = cluster.leader()
             survivors = [n for n in cluster.nodes if n != victim]
+            if sig == signal.SIGTERM:
+                time.sleep(max(0.0, led_from + LED_FOR - time.monotonic()))
+            pid = cluster.nodes[victim].pid
             t0 = cluster.signal(victim, sig)
-            _, seconds = first_put(cluster, survivors, t0)
+            _, seconds = first_put(
+                cluster, survivors, t0, pid if sig == signal.SIGTERM else None
+            )
+            led_from = t0 + seconds
             # Any survivor answers (a follower relays to the leader): the new
             # leader is asked of the nodes.
             winner = cluster.leader(survivors)
@@ -139,6 +177,61 @@ def failovers(root: Path, sig: int, count: int, timing: Timing | None) -> list[F
             )
             cluster.start(victim)
             cluster.wait_caught_up(victim, winner)
+    finally:
+        cluster.stop_all()
+    return out
+
+
+def removals(root: Path, count: int, timing: Timing | None, nodes: int = 3) -> list[Failover]:
+    """``count`` times ``beanpole cluster remove`` of the leader on one cluster of
+    ``nodes``; each time the removed node is stopped, emptied, added and promoted again."""
+    cluster = Cluster(root, nodes, timing, token=True)
+    out: list[Failover] = []
+    try:
+        cluster.start_all()
+        lead = cluster.leader()
+        for node in cluster.nodes:
+            if node != lead:
+                cluster.wait_caught_up(node, lead)
+        led_from = time.monotonic()
+        for i in range(count):
+            victim = cluster.leader()
+            survivors = [n for n in cluster.nodes if n != victim]
+            answers: list[str | BaseException] = []
+            time.sleep(max(0.0, led_from + LED_FOR - time.monotonic()))
+
+            def remove(victim: int = victim, answers: list[str | BaseException] = answers) -> None:
+                try:
+                    answers.append(cluster.change("remove", victim))
+                except (OSError, ValueError) as err:
+                    answers.append(err)
+
+            t0 = time.monotonic()
+            asker = threading.Thread(target=remove)
+            asker.start()
+            _, seconds = first_put(cluster, survivors, t0, cluster.nodes[victim].pid)
+            led_from = t0 + seconds
+            asker.join(timeout=120)
+            if not answers or isinstance(answers[0], BaseException):
+                raise RuntimeError(f"removing node {victim}: {answers}")
+            winner = cluster.leader(survivors)
+            f = Failover("remove", victim, winner, seconds)
+            if timing is not None:
+                f.phases = phases(cluster, survivors, t0)
+            out.append(f)
+            print(
+                f"[remove {i + 1}/{count}] node {victim} removed, node {winner} took a put "
+                f"after {seconds * 1000:.0f} ms ({answers[0]})",
+                file=sys.stderr,
+                flush=True,
+            )
+            cluster.signal(victim, signal.SIGTERM)
+            cluster.wait_exit(victim)
+            shutil.rmtree(root / f"node{victim}")
+            cluster.start(victim)
+            cluster.change("add", victim)
+            cluster.change("promote", victim)
+            cluster.wait_caught_up(victim, cluster.leader(survivors))
     finally:
         cluster.stop_all()
     return out
@@ -325,9 +418,16 @@ def report(summary: dict[str, Any], a: argparse.Namespace) -> str:
         f"took {summary['took']:.0f} s",
         "",
     ]
+    n = a.nodes
     for key, title, goal in (
-        ("kill", "leader SIGKILL", f"p50 ≤ {GOALS['kill_p50']} s, p99 ≤ {GOALS['kill_p99']} s"),
-        ("stop", "leader SIGTERM", f"p50 ≤ {GOALS['stop_p50']} s"),
+        (
+            "kill",
+            f"leader SIGKILL, {n} nodes",
+            f"p50 ≤ {GOALS['kill_p50']} s, p99 ≤ {GOALS['kill_p99']} s",
+        ),
+        ("stop", f"leader SIGTERM (hand-over), {n} nodes", f"p50 ≤ {GOALS['stop_p50']} s"),
+        ("stop-plain", f"leader SIGTERM, no hand-over (as before), {n} nodes", "—"),
+        ("remove", f"`cluster remove` of the leader, {n} nodes", f"p50 ≤ {GOALS['remove_p50']} s"),
     ):
         s = summary.get(key)
         if not s:
@@ -341,7 +441,7 @@ def report(summary: dict[str, Any], a: argparse.Namespace) -> str:
             f"| {title} | {s['count']} | {ms(s.get('p50'))} | {ms(s.get('p90'))} | "
             f"{ms(s.get('p99'))} | {ms(s.get('max'))} | {goal} |"
         )
-    for key in ("kill", "stop"):
+    for key in ("kill", "stop", "stop-plain", "remove"):
         s = summary.get(key)
         if s and s["phases_p50"]:
             parts = ", ".join(f"{k} {ms(v)} ms" for k, v in s["phases_p50"].items())
@@ -392,9 +492,15 @@ def loadavg() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="kill,stop,puts", help="of kill, stop, puts")
+    ap.add_argument(
+        "--only",
+        default="kill,stop,stop-plain,remove,puts",
+        help="of kill, stop, stop-plain, remove, puts",
+    )
     ap.add_argument("--kills", type=int, default=50)
-    ap.add_argument("--stops", type=int, default=10)
+    ap.add_argument("--stops", type=int, default=10, help="of each of stop and stop-plain")
+    ap.add_argument("--removes", type=int, default=10)
+    ap.add_argument("--nodes", type=int, default=3, help="nodes for the failovers")
     ap.add_argument("--rounds", type=int, default=5, help="durable-put rounds (pairs)")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds of puts per run")
     ap.add_argument("--connections", type=int, default=100)
@@ -408,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the runs and the summary here")
     a = ap.parse_args(argv)
     if a.smoke:
-        a.kills, a.stops, a.rounds, a.duration, a.connections = 2, 1, 1, 1.0, 10
+        a.kills, a.stops, a.removes, a.rounds, a.duration, a.connections = 2, 1, 1, 1, 1.0, 10
     only = set(a.only.split(","))
     timing = None
     if a.phases or a.heartbeat_ms is not None or a.election_ms is not None:
@@ -418,11 +524,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     t_start = time.monotonic()
     summary: dict[str, Any] = {"load_before": loadavg(), "args": vars(a) | {"tmp": str(a.tmp)}}
     runs: dict[str, Any] = {}
-    for key, sig, count in (("kill", signal.SIGKILL, a.kills), ("stop", signal.SIGTERM, a.stops)):
+    plain = Timing(
+        timing.heartbeat_ms if timing else None, timing.election_ms if timing else None, False
+    )
+    for key, sig, count, how in (
+        ("kill", signal.SIGKILL, a.kills, timing),
+        ("stop", signal.SIGTERM, a.stops, timing),
+        ("stop-plain", signal.SIGTERM, a.stops, plain),
+        ("remove", None, a.removes, timing),
+    ):
         if key in only and count > 0:
             root = Path(tempfile.mkdtemp(prefix=f"cluster-bench-{key}-", dir=a.tmp))
             try:
-                got = failovers(root, sig, count, timing)
+                if sig is None:
+                    got = removals(root, count, how, a.nodes)
+                else:
+                    got = failovers(root, sig, count, how, a.nodes)
             finally:
                 shutil.rmtree(root, ignore_errors=True)
             runs[key] = [f.__dict__ for f in got]

@@ -15,20 +15,23 @@ nodes' client addresses are plain 127.0.0.1 ports, reached through a client prox
 each node as on one node.
 
 **Who serves.** Only the leader serves clients itself; a node that does not lead
-relays client connections to the leader, so a probe tells them apart by the ``pid``
+forwards client connections to the leader, so a probe tells them apart by the ``pid``
 in the ``stats`` it is answered (the node's own process, or the leader's).
-Reservations are not replicated yet: when
-the leadership moves, the reservations of the old leader's clients are gone, as after
-a restart. The checker must know when that may have happened, and the harness sees it
-from outside: a monitor thread per node probes the node's client address (not through
-its proxy) every few milliseconds while it does not serve itself, and holds a
-connection open while it does. It records, as history faults:
+A client of a follower is a session whose reservations outlive a change of leader,
+but the leader's own clients' connections end with its term, and what they held is
+gone, as after a restart. The checker must know when that may have happened (it
+still treats every change of leader as the end of every reservation), and the
+harness sees it from outside: a monitor thread per node probes the node's client
+address (not through its proxy) every few milliseconds while it does not serve
+itself, and holds a connection open while it does. It records, as history faults:
 
 - ``leader`` (node, ``at``, ``seen``): the node began to serve a term, after ``at``
   (its last probe that was refused, closed or relayed, or the end of its previous term) and
   before ``seen`` (the probe's reply): every reservation may be gone from ``at``;
 - ``depose`` (node, ``at``, ``seen``): the node's term server closed the monitor's
-  connection, after ``at`` (the last request it answered on it) and before ``seen``:
+  connection, or the node's Raft term moved on (asked on its peer address: the
+  monitor's connection may be a session its own forwarder made, which outlives the
+  term), after ``at`` (the last request it answered in its term) and before ``seen``:
   the node's connections may have ended from ``at``.
 """
 
@@ -283,9 +286,15 @@ class Monitor:
                 self.stop.wait(PROBE_EVERY)
                 continue
             with sock:
+                # The term around the probe: a node that served it throughout
+                # (a change within it would go unseen: the monitor's connection
+                # may be a session, which a change of leader does not close).
+                term = _term(self.net.peer[node])
                 answer = _serves(sock, self.pid_of(node))
                 if answer is False:
                     known_not = probe  # accepted and closed: it did not serve then
+                if answer is True and (term is None or _term(self.net.peer[node]) != term):
+                    answer = None  # the term moved: try again
                 if answer is not True:
                     self.stop.wait(PROBE_EVERY)
                     continue
@@ -294,22 +303,26 @@ class Monitor:
                 with self._lock:
                     self.serving[node] = seen
                     self.changes += 1
-                last_ok = self._hold(sock)
+                last_ok = self._hold(sock, self.net.peer[node], term)
             with self._lock:
                 self.serving.pop(node, None)
             if last_ok is not None:
                 self._note("depose", node, last_ok, time.monotonic_ns())
                 known_not = max(known_not, last_ok)
 
-    def _hold(self, sock: socket.socket) -> int | None:
-        """Keep asking on a serving node's connection until it closes; when it last
-        answered (sent at), or None if the monitor stopped first."""
+    def _hold(self, sock: socket.socket, peer: int, term: int) -> int | None:
+        """Keep asking on a serving node's connection until it closes or the node's
+        term moves on; when it last answered in its term (sent at), or None if the
+        monitor stopped first."""
         last_ok = time.monotonic_ns()
         while not self.stop.wait(HOLD_EVERY):
             sent = time.monotonic_ns()
             answer = _ask(sock)
             while answer is None and not self.stop.is_set():
                 answer = _ask(sock, send=False)  # slow (a stall, SIGSTOP): wait on
+            now_term = _term(peer)
+            if now_term is not None and now_term != term:
+                return last_ok  # a new term: the old one's server is gone
             if answer is True:
                 last_ok = sent
             elif answer is False:
@@ -345,6 +358,26 @@ def _serves(sock: socket.socket, pid: int | None) -> bool | None:
         return False
     line = next((x for x in rest.split(b"\n") if x.startswith(b"pid: ")), b"")
     return pid is not None and line[5:].strip() == str(pid).encode()
+
+
+def _term(port: int) -> int | None:
+    """The node's Raft term, asked on its peer address (the status frames 9 and 10 of
+    rust/cluster/src/net/status.rs); None if it did not answer."""
+    body = b"BPPEER" + (1).to_bytes(2, "little")
+    try:
+        with socket.create_connection((HOME, port), timeout=REPLY_WAIT) as s:
+            s.sendall((len(body) + 1).to_bytes(4, "little") + bytes([9]) + body)
+            got = b""
+            while len(got) < 4 + 1 + 17:  # length, kind, node u64, role u8, term u64
+                chunk = s.recv(4096)
+                if not chunk:
+                    return None
+                got += chunk
+    except OSError:
+        return None
+    if got[4] != 10:
+        return None
+    return int.from_bytes(got[5 + 9 : 5 + 17], "little")
 
 
 def _ask(sock: socket.socket, send: bool = True) -> bool | None:

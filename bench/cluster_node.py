@@ -6,10 +6,11 @@ on stdout as a JSON line stamped with ``time.monotonic()`` (one clock for all pr
 so the bench can tell where a failover's time goes.
 
     python bench/cluster_node.py CLUSTER_FILE NODE DATA_DIR [--heartbeat-ms MS]
-        [--election-ms LO,HI] [--poll-ms MS]
+        [--election-ms LO,HI] [--poll-ms MS] [--hand-over] [--admin-token-file FILE]
 
 Prints the same line as ``serve`` on stderr once both addresses listen; stops on SIGTERM
-or SIGINT.
+or SIGINT: with ``--hand-over`` a leader first hands its lead over, as ``serve`` does;
+without, it stops at once, as ``serve`` did before hand-overs.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def main() -> None:
     ap.add_argument("--heartbeat-ms", type=int, help="[the node's default]")
     ap.add_argument("--election-ms", help="LO,HI [the node's default]")
     ap.add_argument("--poll-ms", type=float, default=2.0)
+    ap.add_argument("--hand-over", action="store_true", help="hand the lead over on SIGTERM")
+    ap.add_argument("--admin-token-file", help="take membership changes with this token")
     a = ap.parse_args()
     timing: dict[str, Any] = {}
     if a.heartbeat_ms is not None:
@@ -67,7 +70,11 @@ def main() -> None:
     # the wait below takes them.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP)
     try:
-        node = _core.ClusterNode.start(a.cluster, a.node, a.data, **timing)
+        token = None
+        if a.admin_token_file is not None:
+            with open(a.admin_token_file, encoding="ascii") as f:
+                token = f.read().strip()
+        node = _core.ClusterNode.start(a.cluster, a.node, a.data, admin_token=token, **timing)
     except (OSError, ValueError) as err:
         sys.exit(f"cluster_node: {err}")
     host, port = node.address
@@ -82,6 +89,8 @@ def main() -> None:
     watcher.start()
     try:
         signal.sigwait(STOP)
+        if a.hand_over:
+            node.hand_over()
     finally:
         done.set()
         watcher.join(timeout=1)

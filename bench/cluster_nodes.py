@@ -69,10 +69,13 @@ def write_cluster_file(path: Path, n: int) -> dict[int, int]:
 
 @dataclass
 class Timing:
-    """Raft timing for the launcher (``None``: the node's defaults)."""
+    """Raft timing for the launcher (``None``: the node's defaults); ``hand_over``: on
+    SIGTERM a leader hands its lead over before it stops, as ``serve`` does (without it,
+    the node stops at once: what ``serve`` did before hand-overs)."""
 
     heartbeat_ms: int | None = None
     election_ms: tuple[int, int] | None = None
+    hand_over: bool = True
 
 
 @dataclass
@@ -105,18 +108,25 @@ class NodeProc:
 class Cluster:
     """``n`` nodes sharing a cluster file under ``root``; node ``i`` keeps ``root/nodeI``."""
 
-    def __init__(self, root: Path, n: int = 3, timing: Timing | None = None) -> None:
+    def __init__(
+        self, root: Path, n: int = 3, timing: Timing | None = None, token: bool = False
+    ) -> None:
         self.root = root
         self.file = root / "cluster.toml"
         self.clients = write_cluster_file(self.file, n)
         self.timing = timing
         self.nodes: dict[int, NodeProc] = {}
         self.marks = 0
+        #: With ``token``: an admin token file the nodes take membership changes with.
+        self.token: Path | None = None
+        if token:
+            self.token = root / "admin.token"
+            self.token.write_text(f"{random.getrandbits(128):032x}\n", encoding="utf-8")
 
     def command(self, node: int) -> list[str]:
         data = str(self.root / f"node{node}")
         if self.timing is None:
-            return [
+            cmd = [
                 sys.executable,
                 "-m",
                 "beanpole",
@@ -128,12 +138,28 @@ class Cluster:
                 "-b",
                 data,
             ]
+            if self.token is not None:
+                cmd += ["--admin-token-file", str(self.token)]
+            return cmd
         cmd = [sys.executable, str(BENCH / "cluster_node.py"), str(self.file), str(node), data]
         if self.timing.heartbeat_ms is not None:
             cmd += ["--heartbeat-ms", str(self.timing.heartbeat_ms)]
         if self.timing.election_ms is not None:
             cmd += ["--election-ms", f"{self.timing.election_ms[0]},{self.timing.election_ms[1]}"]
+        if self.timing.hand_over:
+            cmd += ["--hand-over"]
+        if self.token is not None:
+            cmd += ["--admin-token-file", str(self.token)]
         return cmd
+
+    def change(self, op: str, node: int, timeout: float = 60.0) -> str:
+        """``beanpole cluster OP --node NODE`` (add, promote, remove) with the token."""
+        from beanpole import _core
+
+        assert self.token is not None, "a cluster made without token=True"
+        token = self.token.read_text(encoding="utf-8").strip()
+        answer: str = _core.cluster_change(self.file, op, node, token, timeout)
+        return answer
 
     def start(self, node: int) -> NodeProc:
         """Start node ``node`` and wait for its line saying both addresses listen."""
@@ -260,6 +286,27 @@ def try_put(port: int, body: bytes, timeout: float = 1.0) -> int | None:
     if not reply.startswith(b"INSERTED "):
         raise RuntimeError(f"a put was answered {reply!r}")
     return int(reply[9:-2])
+
+
+def served_by(port: int, body: bytes, timeout: float = 1.0) -> int | None:
+    """One put on a new connection, and ``stats`` after it: the pid of the process whose
+    server answered (through a follower's relay, the leader's), or None if the put was not
+    answered INSERTED or the connection closed."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.sendall(b"put 0 0 60 %d\r\n%s\r\nstats\r\n" % (len(body), body))
+            reply = b""
+            while b"\npid: " not in reply or not reply.endswith(b"\r\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    return None
+                reply += chunk
+    except OSError:
+        return None
+    if not reply.startswith(b"INSERTED "):
+        raise RuntimeError(f"a put was answered {reply[:40]!r}")
+    return int(reply.split(b"\npid: ", 1)[1].split(b"\n", 1)[0])
 
 
 def _drain(stream: object, lines: queue.Queue[str | None], log: deque[str]) -> None:

@@ -1,8 +1,9 @@
 """``bench/cluster_bench.py --smoke`` end to end (about 15 seconds): three real node processes
-on loopback, two leader kills and one leader stop, each followed by a put on a survivor
-and the stopped node's restart, then one short round of durable puts against a single
-node and against the cluster's leader (``beanpole-bench``, debug build). Nothing here
-asserts a timing: only that every figure was taken and adds up."""
+on loopback, two leader kills, one leader stop with hand-over, one without, and one removal
+of the leader, each followed by a put on a survivor and the node's return, then one short
+round of durable puts against a single node and against the cluster's leader
+(``beanpole-bench``, debug build). Nothing here asserts a timing: only that every figure
+was taken and adds up."""
 
 from __future__ import annotations
 
@@ -50,13 +51,16 @@ def test_cluster_bench_smoke(bench: Path, tmp_path: Path) -> None:
         cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "| leader SIGKILL | 2 |" in proc.stdout
+    assert "| leader SIGKILL, 3 nodes | 2 |" in proc.stdout
+    assert "| `cluster remove` of the leader, 3 nodes | 1 |" in proc.stdout
     assert "cluster / single:" in proc.stdout
     data = json.loads(out.read_text())
     runs, summary = data["runs"], data["summary"]
     assert [r["sig"] for r in runs["kill"]] == ["SIGKILL", "SIGKILL"]
     assert [r["sig"] for r in runs["stop"]] == ["SIGTERM"]
-    for r in runs["kill"] + runs["stop"]:
+    assert [r["sig"] for r in runs["stop-plain"]] == ["SIGTERM"]
+    assert [r["sig"] for r in runs["remove"]] == ["remove"]
+    for r in runs["kill"] + runs["stop"] + runs["stop-plain"] + runs["remove"]:
         # A survivor took the put, some time after the signal.
         assert r["winner"] != r["victim"]
         assert r["seconds"] > 0

@@ -7,6 +7,7 @@ line."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -110,11 +111,14 @@ def test_three_to_five_to_three_with_the_leader_removed(tmp_path: Path) -> None:
         seen = wait_roles(five, {n: "follower" for n in ports if n != first})
         assert sorted(seen.values()).count("follower") == 4, seen
 
-        # The leader leaves: another voter leads, with every job.
+        # The leader leaves: it hands its lead to another voter first, which removes
+        # it and leads, with every job.
         status, out, err = member("remove", first)
         assert status == 0, err
+        handed = re.search(rf"node {first} handed the lead to node (\d+);", out)
+        assert handed is not None, out
         second, client = leader(clients, children, set(ports) - {first})
-        assert second != first
+        assert second == int(handed[1]) != first
         client.use("m")
         assert client.stats_tube("m")["current-jobs-ready"] == 20
         assert client.peek(ids[-1]).body == "before 19"

@@ -2,7 +2,8 @@
 loopback. Every node serves stock clients (greenstalk): the leader itself, a
 follower by relaying them to the leader. A put is acknowledged once a
 majority has it on disk, so after the leader is killed with SIGKILL the new leader
-has every acknowledged put and delete, and ids go on after them. Bad starts get one
+has every acknowledged put and delete, and ids go on after them. On SIGTERM the
+leader hands its lead to a follower, elected in the next term. Bad starts get one
 line and a non-zero exit."""
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def start_node(path: Path, node: int, data: Path) -> BeanpoleChild:
 
 LEADS = re.compile(r"node (\d+) leads \(term (\d+)\)")
 NO_LONGER = re.compile(r"node (\d+) no longer leads \(term (\d+)\)")
+HANDED = re.compile(r"handed the lead to node (\d+) \(term (\d+)\)")
 
 
 def leading_term(child: BeanpoleChild) -> int | None:
@@ -283,3 +285,35 @@ def test_a_node_stopped_and_continued_keeps_running_and_stops_on_sigterm(
     assert child.proc.poll() is None, "".join(child.stderr)
     assert child.stop() == 0
     assert any("SIGTERM: stopping" in line for line in child.stderr), child.stderr
+
+
+def test_a_leader_stopped_with_sigterm_hands_its_lead_to_a_follower(
+    nodes: tuple[Path, dict[int, int], dict[int, BeanpoleChild]],
+) -> None:
+    _, clients, children = nodes
+    first, client = leader(clients, children, set(clients))
+    term = leading_term(children[first])
+    assert term is not None
+    client.use("planned")
+    put = {client.put(f"job {i}".encode()): f"job {i}" for i in range(30)}
+    raw = socket.create_connection(("127.0.0.1", clients[first]), timeout=30)
+
+    assert children[first].stop() == 0
+    said = [m for line in children[first].stderr if (m := HANDED.search(line)) is not None]
+    assert said, "".join(children[first].stderr)
+    successor, next_term = int(said[0][1]), int(said[0][2])
+    assert successor != first
+    assert next_term == term + 1
+    # The old leader's clients are closed.
+    assert raw.recv(64) == b""
+    raw.close()
+    client.close()
+    second, client = leader(clients, children, set(clients) - {first})
+    assert second == successor
+    assert leading_term(children[second]) == next_term
+    for job_id, body in put.items():
+        assert client.peek(job_id).body == body
+    assert client.stats_tube("planned")["current-jobs-ready"] == 30
+    client.use("planned")
+    assert client.put(b"after") > max(put)
+    client.close()

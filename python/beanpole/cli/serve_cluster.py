@@ -7,7 +7,8 @@ ends when the leader it reaches goes; keeping it through a change of leader come
 later). ``--http`` serves the node's metrics, health, readiness and dashboard
 (:class:`beanpole.ops.served_node.ServedNode`; ``tls:`` with ``--tls-cert`` and
 ``--tls-key``), and ``--hooks`` modules get the node's events (``leader-elected``,
-``node-down``, ``shutdown``). Settings a node does not take yet are refused with one
+``node-down``, ``shutdown``). On SIGTERM or SIGINT a leader first hands its lead to the
+most up-to-date other voter, then stops. Settings a node does not take yet are refused with one
 line: its addresses are the file's, the Raft log is synced before a reply (``-F``:
 never, a weaker setting: a majority's acknowledgement then means written to their
 operating systems, which a crash of those machines can lose), its client address has
@@ -54,6 +55,8 @@ _STOP: Final = {signal.SIGTERM, signal.SIGINT}
 _NAMES: Final = {int(s): s.name for s in _STOP}
 #: Seconds between looks at the node's health while waiting for a signal.
 _CHECK_EVERY: Final = 0.5
+#: Seconds a stopping leader may spend handing its lead over.
+_HAND_OVER: Final = 5.0
 
 
 def run_node(config: Config, flags: dict[str, Any]) -> None:
@@ -141,6 +144,13 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
     try:
         failure = _wait(native)
         notifier.stopping()
+        if failure is None:
+            # A planned stop: a leader hands its lead to another voter first, so the
+            # others serve again within a round trip or two rather than after an
+            # election timeout (docs/cluster.md, "A planned stop").
+            handed = native.hand_over(_HAND_OVER)
+            if handed["outcome"] != "not-leader":
+                _LOG.info("node %d: %s", config.node, handed["message"])
     finally:
         node.stop()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP)

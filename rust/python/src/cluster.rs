@@ -7,7 +7,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use beanpole_cluster::file::ClusterFile;
-use beanpole_cluster::node::{Node, NodeConfig, NodeError, NodeStatus};
+use beanpole_cluster::node::{HandoverOutcome, Node, NodeConfig, NodeError, NodeStatus};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -183,6 +183,57 @@ impl PyClusterNode {
             let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             guard.as_ref().is_some_and(|n| n.wait_serving(timeout))
         })
+    }
+
+    /// For a planned stop: if this node leads, hand the lead to the most
+    /// up-to-date other voter within `timeout` seconds (the node stops serving
+    /// clients first, once the passes in flight are committed and answered),
+    /// and serve no clients afterwards; call stop() next. A dict: `outcome`
+    /// (`handed-over`, `not-leader` or `failed`), `to` and `term` (the new
+    /// leader and its term, or None), `seconds` (how long it took) and
+    /// `message` (one line).
+    #[pyo3(signature = (timeout = 5.0))]
+    fn hand_over<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Bound<'py, PyDict>> {
+        let limit = Duration::from_secs_f64(timeout.max(0.0));
+        let outcome = py.detach(|| {
+            let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            guard
+                .as_ref()
+                .map_or(HandoverOutcome::NotLeader, |n| n.hand_over(limit))
+        });
+        let d = PyDict::new(py);
+        let (name, to, term, seconds, message) = match outcome {
+            HandoverOutcome::HandedOver { to, term, took } => (
+                "handed-over",
+                Some(to),
+                Some(term),
+                took.as_secs_f64(),
+                format!(
+                    "handed the lead to node {to} (term {term}) in {} ms",
+                    took.as_millis()
+                ),
+            ),
+            HandoverOutcome::NotLeader => (
+                "not-leader",
+                None,
+                None,
+                0.0,
+                "did not lead: nothing to hand over".to_owned(),
+            ),
+            HandoverOutcome::Failed(why) => (
+                "failed",
+                None,
+                None,
+                0.0,
+                format!("could not hand the lead over: {why}"),
+            ),
+        };
+        d.set_item("outcome", name)?;
+        d.set_item("to", to)?;
+        d.set_item("term", term)?;
+        d.set_item("seconds", seconds)?;
+        d.set_item("message", message)?;
+        Ok(d)
     }
 
     /// Stop the node: clients, peers, Raft (what its log holds is synced).

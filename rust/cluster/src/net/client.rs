@@ -231,7 +231,7 @@ impl PeerLink {
         }
     }
 
-    fn bad(&self, reason: impl ToString) -> NetError {
+    pub(super) fn bad(&self, reason: impl ToString) -> NetError {
         NetError::Protocol {
             target: self.pool.target,
             addr: self.pool.addr.clone(),

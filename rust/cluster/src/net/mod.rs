@@ -10,6 +10,7 @@
 
 pub mod attach;
 pub mod client;
+pub mod handover;
 pub mod members;
 pub mod server;
 pub mod status;
@@ -24,7 +25,7 @@ use crate::identity::{ClusterId, IdentityError};
 use crate::types::NodeId;
 
 pub use self::client::{Network, PeerLink};
-pub use self::server::PeerServer;
+pub use self::server::{Hooks, PeerServer, VoteFence};
 
 /// The transport's settings.
 #[derive(Debug, Clone)]

@@ -7,6 +7,11 @@
 //! than the frame timeout, is closed; nothing a peer sends can make the server
 //! panic or hold more than one frame's bytes. Imports the wire format, the
 //! identity and the cluster's types.
+//!
+//! A node adds [`Hooks`]: how it hands its lead over before a membership
+//! change removes it, and a [`VoteFence`] told before a vote request that
+//! could unseat it reaches Raft (and after, whether it was granted), so that a
+//! leader stops answering reads from its lease before it can grant one.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,9 +22,48 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::members::HandOff;
+
+/// What a node adds to its peer server.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    /// How it hands its lead over when a membership change removes it.
+    pub hand_off: Option<Arc<dyn HandOff>>,
+    /// Told around each vote request for a term above this node's.
+    pub fence: Option<Arc<dyn VoteFence>>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("hand_off", &self.hand_off.is_some())
+            .field("fence", &self.fence.is_some())
+            .finish()
+    }
+}
+
+/// Around a vote request that could make this node grant its vote (a higher
+/// term's): `before` it reaches Raft, and `after` with whether the vote was
+/// granted (true too when the request was dropped halfway, not knowing).
+pub trait VoteFence: Send + Sync {
+    fn before(&self);
+    fn after(&self, granted: bool);
+}
+
+/// Calls `after` once, when dropped: with the answer if there was one.
+struct Fenced<'a> {
+    fence: &'a dyn VoteFence,
+    granted: bool,
+}
+
+impl Drop for Fenced<'_> {
+    fn drop(&mut self) {
+        self.fence.after(self.granted);
+    }
+}
 use super::wire::{self, Hello};
 use super::NetConfig;
-use super::{attach, members, status};
+use super::{attach, handover, members, status};
 use crate::identity::Identity;
 use crate::types::{NodeId, Raft};
 
@@ -39,8 +83,19 @@ impl PeerServer {
         identity: Arc<Identity>,
         config: NetConfig,
     ) -> std::io::Result<PeerServer> {
+        Self::start_with(listener, raft, identity, config, Hooks::default())
+    }
+
+    /// [`PeerServer::start`], with the node's [`Hooks`].
+    pub fn start_with(
+        listener: TcpListener,
+        raft: Raft,
+        identity: Arc<Identity>,
+        config: NetConfig,
+        hooks: Hooks,
+    ) -> std::io::Result<PeerServer> {
         let addr = listener.local_addr()?;
-        let accept = tokio::spawn(accept_loop(listener, raft, identity, config));
+        let accept = tokio::spawn(accept_loop(listener, raft, identity, config, hooks));
         Ok(PeerServer { addr, accept })
     }
 
@@ -68,6 +123,7 @@ async fn accept_loop(
     raft: Raft,
     identity: Arc<Identity>,
     config: NetConfig,
+    hooks: Hooks,
 ) {
     // A semaphore, not a counter: a connection's permit goes back when its
     // task ends, however it ends.
@@ -81,9 +137,10 @@ async fn accept_loop(
                     continue; // over the limit: dropped, so closed
                 };
                 let (raft, identity, config) = (raft.clone(), Arc::clone(&identity), config.clone());
+                let hooks = hooks.clone();
                 conns.spawn(async move {
                     let _permit = permit;
-                    let _ = serve(stream, raft, identity, config).await;
+                    let _ = serve(stream, raft, identity, config, hooks).await;
                 });
             }
             // Reap finished connections so the set does not grow.
@@ -113,12 +170,16 @@ async fn serve(
     raft: Raft,
     identity: Arc<Identity>,
     config: NetConfig,
+    hooks: Hooks,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let (kind, body) = next_frame(&mut stream, &config).await?;
     if kind == members::CHANGE {
         let answer = match members::read_change(&body) {
-            Some(change) => members::act(&raft, config.admin_token.as_deref(), change).await,
+            Some(change) => {
+                let token = config.admin_token.as_deref();
+                members::act(&raft, token, change, hooks.hand_off.as_deref()).await
+            }
             None => wire::refused("not a membership change of this version"),
         };
         return wire::write_frame(&mut stream, &answer).await;
@@ -144,7 +205,7 @@ async fn serve(
     wire::write_frame(&mut stream, &welcome).await?;
     loop {
         let (kind, body) = next_frame(&mut stream, &config).await?;
-        let reply = match answer(&raft, kind, &body).await {
+        let reply = match answer(&raft, hello.from, kind, &body, &hooks).await {
             Some(reply) => reply,
             // Not a request: the connection is of no use any more.
             None => return Ok(()),
@@ -167,19 +228,44 @@ fn refuse(hello: &Hello, identity: &Identity) -> Option<String> {
     identity.adopt(hello.cluster).err().map(|e| e.to_string())
 }
 
-/// The reply frame to a request, or `None` for a frame that is not one.
-async fn answer(raft: &Raft, kind: u8, body: &[u8]) -> Option<Vec<u8>> {
+/// The reply frame to a request of node `from`, or `None` for a frame that
+/// is not one.
+async fn answer(
+    raft: &Raft,
+    from: NodeId,
+    kind: u8,
+    body: &[u8],
+    hooks: &Hooks,
+) -> Option<Vec<u8>> {
     Some(match kind {
+        handover::CAMPAIGN => handover::act(raft, from, handover::read_campaign(body).ok()?).await,
         wire::APPEND => match raft.append_entries(wire::read_append(body).ok()?).await {
             Ok(resp) => wire::append_reply(&resp),
             Err(RaftError::Fatal(fatal)) => wire::failed(&fatal),
             Err(RaftError::APIError(never)) => match never {},
         },
-        wire::VOTE => match raft.vote(wire::read_vote_request(body).ok()?).await {
-            Ok(resp) => wire::vote_reply(&resp),
-            Err(RaftError::Fatal(fatal)) => wire::failed(&fatal),
-            Err(RaftError::APIError(never)) => match never {},
-        },
+        wire::VOTE => {
+            let request = wire::read_vote_request(body).ok()?;
+            let higher = request.vote.leader_id().term > raft.metrics().borrow().current_term;
+            let mut fenced = hooks.fence.as_deref().filter(|_| higher).map(|fence| {
+                fence.before();
+                // Until the answer is known, as if granted.
+                Fenced {
+                    fence,
+                    granted: true,
+                }
+            });
+            let answer = raft.vote(request).await;
+            if let Some(fenced) = fenced.as_mut() {
+                fenced.granted = matches!(&answer, Ok(r) if r.vote_granted);
+            }
+            drop(fenced);
+            match answer {
+                Ok(resp) => wire::vote_reply(&resp),
+                Err(RaftError::Fatal(fatal)) => wire::failed(&fatal),
+                Err(RaftError::APIError(never)) => match never {},
+            }
+        }
         wire::SNAPSHOT => match raft.install_snapshot(wire::read_snapshot(body).ok()?).await {
             Ok(resp) => wire::snapshot_reply(&resp),
             Err(RaftError::Fatal(fatal)) => wire::failed(&fatal),

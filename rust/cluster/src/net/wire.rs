@@ -15,6 +15,8 @@
 //!                expected id, offset u64, got id, offset u64
 //!   9, 10        a status ask and its answer (`status.rs`), not between peers
 //!   11, 12       a membership change and its answer (`members.rs`), likewise
+//!   13, 14       a leader's request that a follower campaign, and its answer
+//!                (`handover.rs`), on a peer connection after the hello
 //!   15, 16       a client session's attach and its answer (`attach.rs`), likewise
 //! ```
 //!

@@ -12,12 +12,17 @@
 //! bound and its connections are forwarded to the leader as sessions
 //! (`forward.rs`); those outlive the accept loop, and attach to this node's own
 //! server once it leads.
+//!
+//! A node handing its lead over (`handover.rs`) sets `yielding`: the term's
+//! server then stops as on a planned stop (no new connections, the passes in
+//! flight get their commits and replies, at most [`DRAIN`]), is not started
+//! again while it is set, and `yielded` says when it is down.
 
 use std::net::TcpListener as StdListener;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use beanpole_engine::server::{Admin, ServerConfig, ServerHandle};
 use beanpole_engine::wal::pipe::LogPipe;
@@ -39,6 +44,9 @@ const CATCH_UP: Duration = Duration::from_secs(5);
 const RETRY: Duration = Duration::from_millis(250);
 /// How long stopping a term's server may take.
 const STOP: Duration = Duration::from_secs(2);
+/// On a planned stop of a term's server, how long the passes in flight may
+/// take to be committed (and answered) before the rest are dropped.
+pub const DRAIN: Duration = Duration::from_millis(500);
 
 /// What the leadership task needs.
 pub struct Leading {
@@ -67,6 +75,20 @@ pub struct Leading {
     /// serving). A watch channel: readers want the latest value only, and may
     /// wait for one.
     pub serving: watch::Sender<Option<(u64, Admin)>>,
+    /// Set while this node hands its lead over: serve no term. A watch
+    /// channel: the task wants the latest value and to wake when it changes.
+    pub yielding: watch::Receiver<bool>,
+    /// True once no term's server runs while `yielding` is set.
+    pub yielded: watch::Sender<bool>,
+    /// The term this node was last seen leading and when it was first seen
+    /// leading it (just after openraft made it leader).
+    pub led_since: watch::Sender<Option<(u64, Instant)>>,
+    /// The fence around vote requests (the peer server's), told which lease
+    /// the term served now has.
+    pub fence: Arc<propose::LeaseFence>,
+    /// The log index of the last entry of a term's store that was committed
+    /// (every term's proposer raises it).
+    pub committed_to: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// One term's running server and its proposer.
@@ -74,6 +96,9 @@ struct Serving {
     term: u64,
     handle: ServerHandle,
     proposer: JoinHandle<()>,
+    /// Tells the proposer to end once what is queued is submitted and
+    /// answered (a planned stop). A Notify: one signal, kept until taken.
+    finish: Arc<tokio::sync::Notify>,
     /// The store's pipe: closed at the term's end so replies waiting for a
     /// commit give up at once.
     pipe: Arc<LogPipe>,
@@ -93,18 +118,25 @@ pub async fn run(leading: Leading) {
     });
     let mut relay = Some(forward::spawn(&leading.client, Arc::clone(&forwarding)));
     let mut serving: Option<Serving> = None;
+    let mut yielding = leading.yielding.clone();
+    let mut yield_open = true;
     loop {
-        let (leads, term) = {
+        let (leader, term) = {
             let m = metrics.borrow_and_update();
             (
                 m.state == ServerState::Leader && m.current_leader == Some(leading.id),
                 m.current_term,
             )
         };
+        if leader && leading.led_since.borrow().map(|(t, _)| t) != Some(term) {
+            leading.led_since.send_replace(Some((term, Instant::now())));
+        }
+        let yields = *yielding.borrow_and_update();
+        let leads = leader && !yields;
         if serving.as_ref().is_some_and(|s| !leads || s.term != term) {
             if let Some(s) = serving.take() {
                 let term = s.term;
-                stop_term(&leading, s).await;
+                stop_term(&leading, s, yields.then_some(DRAIN)).await;
                 if leading.announce {
                     eprintln!(
                         "beanpole: node {} no longer leads (term {term}): forwarding clients to the leader",
@@ -131,6 +163,10 @@ pub async fn run(leading: Leading) {
                 serving = Some(started);
             }
         }
+        let down = yields && serving.is_none();
+        if *leading.yielded.borrow() != down {
+            leading.yielded.send_replace(down);
+        }
         let retry = leads && serving.is_none();
         tokio::select! {
             changed = metrics.changed() => {
@@ -138,11 +174,14 @@ pub async fn run(leading: Leading) {
                     break;
                 }
             }
+            changed = yielding.changed(), if yield_open => {
+                yield_open = changed.is_ok();
+            }
             () = tokio::time::sleep(RETRY), if retry => {}
         }
     }
     if let Some(s) = serving.take() {
-        stop_term(&leading, s).await;
+        stop_term(&leading, s, None).await;
     }
     if let Some(d) = relay.take() {
         d.abort();
@@ -168,7 +207,10 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
         let state = leading.view.lock();
         (state.replica.to_recovered(), state.clock)
     };
-    let lease = Arc::new(propose::Lease::new(leading.lease));
+    let lease = Arc::new(propose::Lease::new(
+        leading.lease,
+        Arc::clone(&leading.fence),
+    ));
     let (sink, rx) = propose::Proposals::new(Arc::clone(&lease), leading.commit_timeout);
     let opened = replicate::opened(
         recovered,
@@ -188,17 +230,22 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
             if leading.draining.load(Ordering::SeqCst) {
                 handle.drain();
             }
+            leading.fence.serve(Some(Arc::clone(&lease)));
+            let finish = Arc::new(tokio::sync::Notify::new());
             let proposer = tokio::spawn(propose::run(
                 leading.raft.clone(),
                 rx,
                 Arc::clone(&pipe),
                 lease,
                 clock,
+                Arc::clone(&leading.committed_to),
+                Arc::clone(&finish),
             ));
             Some(Serving {
                 term,
                 handle,
                 proposer,
+                finish,
                 pipe,
             })
         }
@@ -214,18 +261,35 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
 }
 
 /// Stop a term's server (its connections close; unacknowledged replies are
-/// never sent) and its proposer.
-async fn stop_term(leading: &Leading, serving: Serving) {
+/// never sent) and its proposer. With `drain` (a planned stop), the server
+/// first stops accepting and tells its connections to finish, and the passes
+/// in flight have that long to be committed and answered.
+async fn stop_term(leading: &Leading, serving: Serving, drain: Option<Duration>) {
     leading.serving.send_replace(None);
+    leading.fence.serve(None);
     let Serving {
         mut handle,
-        proposer,
+        mut proposer,
+        finish,
         pipe,
         ..
     } = serving;
+    if let Some(drain) = drain {
+        let control = handle.control();
+        control.begin_stop();
+        let done = Arc::clone(control.done());
+        let _ = tokio::task::spawn_blocking(move || done.wait(Some(drain))).await;
+    }
     // Connections waiting for a commit of this term end now (unanswered), not
     // when the stop's patience runs out.
     pipe.close();
     let _ = tokio::task::spawn_blocking(move || handle.stop(STOP)).await;
+    if let Some(drain) = drain {
+        // The store is gone: the proposer submits what is queued, has the
+        // answers and ends; from then on nothing of this term goes into the
+        // log (the hand-over's successor must hold all of it).
+        finish.notify_one();
+        let _ = tokio::time::timeout(drain, &mut proposer).await;
+    }
     proposer.abort();
 }

@@ -9,6 +9,7 @@
 //! server runs on its own runtime as a single node's does.
 
 mod forward;
+mod handover;
 mod leader;
 mod propose;
 mod snapshots;
@@ -34,6 +35,7 @@ use crate::net::{NetConfig, Network, PeerServer};
 use crate::types::{NodeId, Raft};
 use crate::{open_storage_with, OpenError};
 
+pub use self::handover::Outcome as HandoverOutcome;
 pub use self::propose::wall_now;
 
 /// What a node is started with.
@@ -226,6 +228,7 @@ pub struct Node {
     peer: Option<PeerServer>,
     leading: Option<tokio::task::JoinHandle<()>>,
     serving: watch::Receiver<Option<(u64, Admin)>>,
+    handover: Arc<handover::Handover>,
     client: Arc<StdListener>,
     /// Drain mode, shared with the leadership task (every term's server).
     draining: Arc<AtomicBool>,
@@ -294,20 +297,48 @@ impl Node {
         );
         let lowest = config.file.members().keys().next().copied();
         let (serving_tx, serving) = watch::channel(None);
+        // Watch channels between the hand-over and the leadership task: each
+        // wants the latest value, and to wait for a change.
+        let (yielding_tx, yielding) = watch::channel(false);
+        let (yielded_tx, yielded) = watch::channel(false);
+        let (led_since_tx, led_since) = watch::channel(None);
         let draining = Arc::new(AtomicBool::new(false));
-        let (raft, peer, leading) = runtime.block_on(async {
+        let fence = Arc::new(propose::LeaseFence::default());
+        // Raised by the leader's proposer, read by the hand-over; an atomic.
+        let committed_to = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (raft, peer, leading, handover) = runtime.block_on(async {
             let network = Network::new(Arc::clone(&identity), config.net.clone());
-            let raft = Raft::new(config.id, raft_config, network, log, sm)
+            let raft = Raft::new(config.id, raft_config, network.clone(), log, sm)
                 .await
                 .map_err(|e| NodeError::Raft(e.to_string()))?;
+            let handover = Arc::new(handover::Handover {
+                id: config.id,
+                raft: raft.clone(),
+                network,
+                lease: Duration::from_millis(config.raft.election_timeout_max),
+                yielding: yielding_tx,
+                yielded,
+                led_since,
+                busy: tokio::sync::Mutex::new(()),
+                committed_to: Arc::clone(&committed_to),
+            });
             let listener =
                 tokio::net::TcpListener::from_std(peer_listener).map_err(NodeError::Runtime)?;
             let net = NetConfig {
                 serving: Some(serving.clone()),
                 ..config.net.clone()
             };
-            let peer = PeerServer::start(listener, raft.clone(), Arc::clone(&identity), net)
-                .map_err(NodeError::Runtime)?;
+            let peer = PeerServer::start_with(
+                listener,
+                raft.clone(),
+                Arc::clone(&identity),
+                net,
+                crate::net::Hooks {
+                    hand_off: Some(Arc::clone(&handover) as Arc<dyn crate::net::members::HandOff>),
+                    fence: Some(Arc::clone(&fence) as Arc<dyn crate::net::VoteFence>),
+                },
+            )
+            .map_err(NodeError::Runtime)?;
             let pristine = !raft
                 .is_initialized()
                 .await
@@ -342,8 +373,13 @@ impl Node {
                 announce: config.announce,
                 commit_timeout: config.commit_timeout,
                 serving: serving_tx,
+                yielding,
+                yielded: yielded_tx,
+                led_since: led_since_tx,
+                fence,
+                committed_to,
             }));
-            Ok::<_, NodeError>((raft, peer, leading))
+            Ok::<_, NodeError>((raft, peer, leading, handover))
         })?;
         Ok(Node {
             runtime: Some(runtime),
@@ -351,6 +387,7 @@ impl Node {
             peer: Some(peer),
             leading: Some(leading),
             serving,
+            handover,
             client,
             draining,
             cache_size,
@@ -443,6 +480,19 @@ impl Node {
                 .await
                 .is_ok_and(|r| r.is_ok())
         })
+    }
+
+    /// If this node leads, hand the lead to the most up-to-date other voter
+    /// within `limit` (`handover.rs`): it stops serving clients (the passes in
+    /// flight are committed and answered first), and a new leader is known
+    /// when this returns [`HandoverOutcome::HandedOver`]. For a planned stop:
+    /// the node serves no clients afterwards, whatever the outcome; call
+    /// [`Node::stop`] next.
+    pub fn hand_over(&self, limit: Duration) -> HandoverOutcome {
+        let Some(runtime) = &self.runtime else {
+            return HandoverOutcome::NotLeader;
+        };
+        runtime.block_on(self.handover.run(limit, false))
     }
 
     /// Stop serving clients and peers, shut Raft down (its log writer syncs

@@ -12,7 +12,11 @@
 //! entry after it was proposed, and each of them refuses to vote for another
 //! candidate for openraft's leader lease (the election timeout's maximum) after
 //! that, so until the proposal time plus most of that lease no other leader
-//! can exist and reads need no round of their own.
+//! can exist and reads need no round of their own. This leader is one of that
+//! majority, and openraft lets a leader that has led for longer than the lease
+//! grant a higher term's vote: so a vote request that could unseat it suspends
+//! the lease while Raft answers it, and a granted one ends the lease for the
+//! term ([`LeaseFence`]).
 //!
 //! At most [`IN_FLIGHT_MAX`] entries are submitted and not yet answered. openraft
 //! 0.9 appends each submitted entry on its own and waits for its log flush
@@ -24,15 +28,16 @@
 //! puts/s against 28-32k with two, 22k with four, 8k with eight): a second
 //! entry's fsync holds up openraft's core, so the first one's commit waits.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use beanpole_engine::wal::pipe::LogPipe;
 use beanpole_engine::wal::replicate::Replicate;
 use bytes::Bytes;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 
+use crate::net::VoteFence;
 use crate::types::{Batch, Raft};
 
 /// At most this many bytes of queued passes go into one entry.
@@ -51,15 +56,21 @@ pub struct Lease {
     length: Duration,
     /// Nanoseconds after `epoch` the lease runs to (0: none yet).
     until: AtomicU64,
+    /// Set once this node granted a vote in the term: no lease any more.
+    revoked: AtomicBool,
+    /// The node's fence: no lease while a vote request is being answered.
+    fence: Arc<LeaseFence>,
 }
 
 impl Lease {
-    /// A lease of `length` per commit, not yet held.
-    pub fn new(length: Duration) -> Lease {
+    /// A lease of `length` per commit, not yet held, under `fence`.
+    pub fn new(length: Duration, fence: Arc<LeaseFence>) -> Lease {
         Lease {
             epoch: Instant::now(),
             length,
             until: AtomicU64::new(0),
+            revoked: AtomicBool::new(false),
+            fence,
         }
     }
 
@@ -74,7 +85,46 @@ impl Lease {
     }
 
     fn valid(&self) -> bool {
-        self.nanos(Instant::now()) < self.until.load(Ordering::Acquire)
+        // Fence first: a vote request registered before this look is seen.
+        self.fence.answering.load(Ordering::SeqCst) == 0
+            && !self.revoked.load(Ordering::SeqCst)
+            && self.nanos(Instant::now()) < self.until.load(Ordering::Acquire)
+    }
+}
+
+/// A node's fence around vote requests that could unseat it (the peer
+/// server's [`VoteFence`]): while one is being answered no lease holds, and
+/// once one was granted the lease of the term being served is over. Its reads
+/// then wait for a commit, which a leader that stepped down never gets.
+#[derive(Debug, Default)]
+pub struct LeaseFence {
+    /// Vote requests being answered now.
+    answering: AtomicU64,
+    /// The lease of the term served now. A std mutex: held to set, clear or
+    /// revoke it, never across an await.
+    current: Mutex<Option<Arc<Lease>>>,
+}
+
+impl LeaseFence {
+    /// The term served now has `lease` (None: no term is served).
+    pub fn serve(&self, lease: Option<Arc<Lease>>) {
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = lease;
+    }
+}
+
+impl VoteFence for LeaseFence {
+    fn before(&self) {
+        self.answering.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn after(&self, granted: bool) {
+        if granted {
+            let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(lease) = current.as_ref() {
+                lease.revoked.store(true, Ordering::SeqCst);
+            }
+        }
+        self.answering.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -127,15 +177,19 @@ pub fn wall_now() -> i64 {
 }
 
 /// Propose every pass queued on `rx` to `raft`, in order, and acknowledge on
-/// `pipe` the position each committed entry ends at. `clock` is the replicated
-/// clock the term starts from; entries are stamped no lower. Ends when the
-/// store is gone (the channel closes) or Raft has stopped.
+/// `pipe` the position each committed entry ends at; `committed` is raised to
+/// each committed entry's log index. `clock` is the replicated clock the term
+/// starts from; entries are stamped no lower. Ends when the store is gone (the
+/// channel closes, or `finish` is notified: then once what is queued is
+/// submitted) and the entries in flight are answered, or Raft has stopped.
 pub async fn run(
     raft: Raft,
     mut rx: mpsc::UnboundedReceiver<Pass>,
     pipe: Arc<LogPipe>,
     lease: Arc<Lease>,
     mut clock: i64,
+    committed_to: Arc<AtomicU64>,
+    finish: Arc<Notify>,
 ) {
     // A semaphore: each entry in flight holds a permit until its answer, and the
     // loop waits for one before it takes the queued passes.
@@ -144,7 +198,17 @@ pub async fn run(
         let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
             return;
         };
-        let Some((mut records, mut end)) = rx.recv().await else {
+        // What is queued goes first; `finish` only once nothing is.
+        let next = tokio::select! {
+            biased;
+            pass = rx.recv() => pass,
+            () = finish.notified() => None,
+        };
+        let Some((mut records, mut end)) = next else {
+            drop(permit);
+            // The store is gone: wait for the answers of the entries in flight.
+            let all = u32::try_from(IN_FLIGHT_MAX).unwrap_or(u32::MAX);
+            let _ = in_flight.acquire_many(all).await;
             return;
         };
         while records.len() < ENTRY_BYTES_MAX {
@@ -167,15 +231,46 @@ pub async fn run(
         };
         let pipe = Arc::clone(&pipe);
         let lease = Arc::clone(&lease);
+        let committed_to = Arc::clone(&committed_to);
         tokio::spawn(async move {
             let _permit = permit;
             // An entry that is not committed (this node lost the lead) is never
             // acknowledged: its replies are not sent, and the connections close
             // when this leader's store stops.
-            if let Ok(Ok(_)) = committed.await {
+            if let Ok(Ok(answer)) = committed.await {
                 lease.renew(proposed);
+                committed_to.fetch_max(answer.log_id.index, Ordering::SeqCst);
                 pipe.acknowledge(end);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vote_request_suspends_the_lease_and_a_granted_one_ends_it() {
+        let fence = Arc::new(LeaseFence::default());
+        let lease = Arc::new(Lease::new(Duration::from_secs(60), Arc::clone(&fence)));
+        assert!(!lease.valid(), "no commit yet");
+        lease.renew(Instant::now());
+        assert!(lease.valid());
+        fence.serve(Some(Arc::clone(&lease)));
+        fence.before();
+        assert!(!lease.valid(), "while a vote is answered");
+        fence.after(false);
+        assert!(lease.valid(), "refused: the lease holds again");
+        fence.before();
+        fence.after(true);
+        assert!(!lease.valid(), "granted");
+        lease.renew(Instant::now());
+        assert!(!lease.valid(), "and a later commit does not renew it");
+        // A term served later has a lease of its own.
+        let next = Arc::new(Lease::new(Duration::from_secs(60), Arc::clone(&fence)));
+        fence.serve(Some(Arc::clone(&next)));
+        next.renew(Instant::now());
+        assert!(next.valid());
     }
 }
