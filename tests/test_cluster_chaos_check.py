@@ -86,8 +86,13 @@ class Made:
         self.records.append({"t": "close", "conn": conn, "at": int(at * MS)})
         return self
 
-    def fault(self, kind: str, at: float, node: int = 1) -> Made:
-        self.records.append({"t": "fault", "kind": kind, "node": node, "at": int(at * MS)})
+    def fault(
+        self, kind: str, at: float, node: int = 1, peers: list[int] | None = None
+    ) -> Made:
+        record: dict[str, Any] = {"t": "fault", "kind": kind, "node": node, "at": int(at * MS)}
+        if peers is not None:
+            record["peers"] = peers
+        self.records.append(record)
         return self
 
     def end(self, at: float) -> History:
@@ -323,11 +328,21 @@ def test_in_a_cluster_a_new_leader_gives_every_reservation_back() -> None:
 
 
 def test_a_leadership_change_bounds_the_end_of_connections_opened_by_when_it_was_seen() -> None:
-    # Node 2 began to serve in [30, 45]: connection 2, opened at 40 on node 1, may have
-    # lost its reservation from 40 on (when it opened), not earlier.
-    m = Made().open(1, 0, 1).open(2, 40, 1).open(3, 41, 2).put(1, "j1", 0, 1, ttr=60)
-    m.reserve(2, "j1", 42, 43).seen("leader", 2, 30, 45)
+    # Node 2 began to serve in [30, 45]: connection 2, opened at 40 on node 1 (which
+    # served then), may have lost its reservation from 40 on (when it opened), not
+    # earlier.
+    m = Made().seen("leader", 1, 0, 0).open(1, 0, 1).open(2, 40, 1).open(3, 41, 2)
+    m.put(1, "j1", 0, 1, ttr=60).reserve(2, "j1", 42, 43).seen("leader", 2, 30, 45)
     m.reserve(3, "j1", 44, 46).on(3, "delete", "j1", 102, 103, "DELETED")
+    assert check(m.end(200)).ok
+    # The same on node 3, which never served: a follower's client is a session, whose
+    # reservation outlives the change of leader.
+    m = Made().seen("leader", 1, 0, 0).open(1, 0, 1).open(2, 40, 3).open(3, 41, 2)
+    m.put(1, "j1", 0, 1, ttr=60).reserve(2, "j1", 42, 43).seen("leader", 2, 30, 45)
+    m.reserve(3, "j1", 44, 46).on(3, "delete", "j1", 102, 103, "DELETED")
+    assert counts(check(m.end(200))) == {"duplicates": 1, "linearizability": 1}
+    # Unless a cut of its node's links ended it.
+    m.fault("cut", 41, node=1, peers=[3])
     assert check(m.end(200)).ok
     # A connection opened after it was seen keeps its reservation.
     m = Made().open(1, 0, 1).open(2, 50, 2).open(3, 51, 2).put(1, "j1", 0, 1, ttr=60)
