@@ -317,6 +317,7 @@ fn set_odd_value(files: &mut [Image], which: usize, field: u8, value: u64) {
         // A single server's segments never hold session records.
         Record::Hold { id, .. } => *id = v64,
         Record::Outcome { owner, .. } | Record::End { owner } => *owner = v64,
+        Record::Pause { until, .. } => *until = v64 as i64,
     }
     let mut bytes = Vec::new();
     record.encode(&mut bytes);

@@ -96,6 +96,12 @@ fn record_dict<'py>(
             d.set_item("kind", "end")?;
             d.set_item("owner", owner)?;
         }
+        Record::Pause { tube, delay, until } => {
+            d.set_item("kind", "pause")?;
+            d.set_item("tube", String::from_utf8_lossy(tube).into_owned())?;
+            d.set_item("delay", delay)?;
+            d.set_item("until", until)?;
+        }
     }
     Ok(d)
 }

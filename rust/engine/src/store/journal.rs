@@ -48,6 +48,10 @@ impl Store {
                 .map(|h| (h.id, h))
                 .collect();
         let sessions = std::mem::take(&mut recovered.sessions);
+        let pauses: Vec<(Vec<u8>, u32, u64)> = std::mem::take(&mut recovered.pauses)
+            .into_iter()
+            .map(|(t, d, u)| (t, d, log.mono(u)))
+            .collect();
         let mut restore = Vec::new();
         let recovered = &*recovered;
         let tubes = self.restore_tubes(recovered, &jobs);
@@ -110,6 +114,9 @@ impl Store {
         self.log = Some(log);
         if !restore.is_empty() || !sessions.is_empty() {
             self.restore_sessions(sessions, restore, now);
+        }
+        if !pauses.is_empty() {
+            self.restore_pauses(&pauses, now);
         }
     }
 

@@ -478,6 +478,7 @@ impl Store {
                 detail: Some(delay.to_string()),
             });
         }
+        self.journal_pause(name, delay, now);
         let t = self.tubes.get_mut(tube);
         t.pause_ct += 1;
         if delay == 0 {

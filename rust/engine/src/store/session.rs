@@ -289,6 +289,45 @@ impl Store {
         self.prune_grants(conn);
     }
 
+    /// A replicated cluster's leader journals a tube's pause, so the next
+    /// leader keeps it (a single server does not: pauses do not survive a
+    /// restart, as in beanstalkd).
+    pub(super) fn journal_pause(&mut self, name: &[u8], delay: u32, now: u64) {
+        if !self.sessions_on {
+            return;
+        }
+        let until = match (&self.log, delay) {
+            (Some(_), 0) | (None, _) => 0,
+            (Some(log), d) => log.wall(now + u64::from(d) * SECOND),
+        };
+        self.journal_always(&Record::Pause {
+            tube: name.to_vec(),
+            delay,
+            until,
+        });
+    }
+
+    /// Pause again the tubes a replicated state holds paused (at a leader's
+    /// takeover): those that exist, until their replicated end.
+    pub(super) fn restore_pauses(&mut self, pauses: &[(Vec<u8>, u32, u64)], now: u64) {
+        for (name, delay, until) in pauses {
+            let Some(tube) = self.tubes.find(name) else {
+                continue;
+            };
+            if *until <= now {
+                continue;
+            }
+            let seq = self.next_seq();
+            self.tubes.get_mut(tube).pause = Some(super::tube::Pause {
+                length: u64::from(*delay) * SECOND,
+                until: *until,
+                seq,
+            });
+            self.timers.push(*until, Timer::Unpause(tube, seq));
+        }
+        self.compact_timers();
+    }
+
     /// Forget grants of jobs `conn` no longer holds (kept small).
     pub(super) fn prune_grants(&mut self, conn: ConnId) {
         let held: Vec<u64> = match self.conn(conn) {

@@ -127,6 +127,16 @@ impl RecordRef<'_> {
                 })
             }
             12 => RecordRef::Change(Record::End { owner: r.u64()? }),
+            13 => {
+                let delay = r.u32()?;
+                let until = r.i64()?;
+                let len = r.u16()? as usize;
+                RecordRef::Change(Record::Pause {
+                    tube: r.take(len)?.to_vec(),
+                    delay,
+                    until,
+                })
+            }
             k => return Err(DecodeError::Kind(k)),
         };
         if !r.0.is_empty() {

@@ -35,16 +35,17 @@
 //! | 10   | return  | id u64: a reservation given back when its session ended: ready, no counter changes |
 //! | 11   | outcome | owner u64, seq u64, reply_len u32, reply: the reply a session's command got |
 //! | 12   | end     | owner u64: the session ended |
+//! | 13   | pause   | delay u32 (s), until i64 (wall ns; 0: not paused), tube_len u16, tube |
 //!
 //! A `job` record is a full snapshot: written by put, and again when compaction
 //! moves a live job out of an old segment. The other kinds change one job. Replay
 //! applies records in segment order; a change to a job not (yet) known is ignored,
 //! because a later snapshot of it follows. Buried jobs are ordered by `bury_seq`.
 //!
-//! Kinds 9 to 12 are written only into a replicated cluster's entries and
+//! Kinds 9 to 13 are written only into a replicated cluster's entries and
 //! snapshot images (docs/cluster.md, "Sessions"): they keep a forwarded client
-//! connection's reservations and the replies of its last commands through a
-//! change of leader. A single server's segments never hold them; a reader of
+//! connection's reservations and the replies of its last commands, and a tube's
+//! pause, through a change of leader. A single server's segments never hold them; a reader of
 //! this version accepts them anywhere.
 
 use thiserror::Error;
@@ -156,6 +157,13 @@ pub enum Record {
     /// The session `owner` ended.
     End {
         owner: u64,
+    },
+    /// `pause-tube tube delay`: paused until `until` (wall ns), or no longer
+    /// paused (`until` 0).
+    Pause {
+        tube: Vec<u8>,
+        delay: u32,
+        until: i64,
     },
 }
 
@@ -331,6 +339,20 @@ impl Record {
                 seal(&mut out[start..])
             }
             Record::End { owner } => id_record(out, 12, owner),
+            Record::Pause {
+                ref tube,
+                delay,
+                until,
+            } => {
+                let start = out.len();
+                out.extend_from_slice(&[0; FRAME_LEN]);
+                out.push(13);
+                out.extend_from_slice(&delay.to_le_bytes());
+                out.extend_from_slice(&until.to_le_bytes());
+                out.extend_from_slice(&(tube.len() as u16).to_le_bytes());
+                out.extend_from_slice(tube);
+                seal(&mut out[start..])
+            }
         }
     }
 
@@ -346,7 +368,10 @@ impl Record {
             | Record::Delete { id }
             | Record::Hold { id, .. }
             | Record::Return { id } => *id,
-            Record::NextId { .. } | Record::Outcome { .. } | Record::End { .. } => 0,
+            Record::NextId { .. }
+            | Record::Outcome { .. }
+            | Record::End { .. }
+            | Record::Pause { .. } => 0,
         }
     }
 }
@@ -562,6 +587,11 @@ mod tests {
                 reply: Vec::new(),
             },
             Record::End { owner: u64::MAX },
+            Record::Pause {
+                tube: b"mail".to_vec(),
+                delay: 30,
+                until: 1_700_000_030_000_000_000,
+            },
         ];
         let mut buf = Vec::new();
         for r in &records {

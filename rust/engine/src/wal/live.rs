@@ -90,7 +90,8 @@ pub(super) fn apply_change(job: &mut JobFields, change: &Record) {
         | Record::NextId { .. }
         | Record::Hold { .. }
         | Record::Outcome { .. }
-        | Record::End { .. } => {}
+        | Record::End { .. }
+        | Record::Pause { .. } => {}
     }
 }
 

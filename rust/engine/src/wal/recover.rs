@@ -32,6 +32,8 @@ pub struct Recovered {
     pub held: Vec<super::session::Held>,
     /// A replicated cluster's sessions and their last replies (empty otherwise).
     pub sessions: Vec<super::session::SessionReplies>,
+    /// A replicated cluster's paused tubes: name, delay (s), until (wall ns).
+    pub pauses: Vec<(Vec<u8>, u32, i64)>,
 }
 
 impl Recovered {

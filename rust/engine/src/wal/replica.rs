@@ -49,6 +49,8 @@ pub struct Replica {
     records: u64,
     /// Sessions' held jobs and recorded replies.
     sessions: Sessions,
+    /// Paused tubes: name -> (delay in s, until in wall ns).
+    pauses: std::collections::BTreeMap<Vec<u8>, (u32, i64)>,
 }
 
 impl Default for Replica {
@@ -66,6 +68,7 @@ impl Replica {
             max_bury_seq: 0,
             records: 0,
             sessions: Sessions::default(),
+            pauses: std::collections::BTreeMap::new(),
         }
     }
 
@@ -88,6 +91,13 @@ impl Replica {
             }
             RecordRef::Job(job) => {
                 self.next_id = self.next_id.max(job.fields.id + 1);
+            }
+            RecordRef::Change(Record::Pause { tube, delay, until }) => {
+                if *until == 0 {
+                    self.pauses.remove(tube);
+                } else {
+                    self.pauses.insert(tube.clone(), (*delay, *until));
+                }
             }
             RecordRef::Change(change) => self.sessions.apply(change),
         }
@@ -145,6 +155,11 @@ impl Replica {
             max_bury_seq: self.max_bury_seq,
             held: self.sessions.held(|id| self.reserved(id)),
             sessions: self.sessions.replies(),
+            pauses: self
+                .pauses
+                .iter()
+                .map(|(t, &(d, u))| (t.clone(), d, u))
+                .collect(),
             ..Recovered::default()
         };
         recovered.sort_jobs();
@@ -165,6 +180,14 @@ impl Replica {
             job.encode(out);
         }
         self.sessions.encode(|id| self.reserved(id), out);
+        for (tube, &(delay, until)) in &self.pauses {
+            Record::Pause {
+                tube: tube.clone(),
+                delay,
+                until,
+            }
+            .encode(out);
+        }
         Record::NextId {
             next_id: self.next_id,
         }

@@ -123,7 +123,10 @@ impl Sessions {
                 self.replies.remove(&owner);
                 self.held.retain(|_, h| h.owner != owner);
             }
-            Record::Job(_) | Record::Reserve { .. } | Record::NextId { .. } => {}
+            Record::Job(_)
+            | Record::Reserve { .. }
+            | Record::NextId { .. }
+            | Record::Pause { .. } => {}
         }
     }
 

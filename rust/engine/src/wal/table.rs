@@ -157,7 +157,10 @@ fn plan_once(path: &Path) -> Result<Option<LogPlan>, TableError> {
                     }
                 }
                 RecordRef::Change(
-                    Record::NextId { .. } | Record::Outcome { .. } | Record::End { .. },
+                    Record::NextId { .. }
+                    | Record::Outcome { .. }
+                    | Record::End { .. }
+                    | Record::Pause { .. },
                 ) => {}
                 RecordRef::Change(change) => {
                     if let Some(was) = home.get(id) {
@@ -432,6 +435,7 @@ fn kind_name(record: &RecordRef<'_>) -> &'static [u8] {
         RecordRef::Change(Record::Return { .. }) => b"return",
         RecordRef::Change(Record::Outcome { .. }) => b"outcome",
         RecordRef::Change(Record::End { .. }) => b"end",
+        RecordRef::Change(Record::Pause { .. }) => b"pause",
     }
 }
 
@@ -477,7 +481,10 @@ pub fn records(path: &Path, seq: u64, end: u64) -> Result<Columns, TableError> {
                 (Some(*id), None, None, Some(*pri), None, None, None)
             }
             RecordRef::Change(
-                Record::NextId { .. } | Record::Outcome { .. } | Record::End { .. },
+                Record::NextId { .. }
+                | Record::Outcome { .. }
+                | Record::End { .. }
+                | Record::Pause { .. },
             ) => (None, None, None, None, None, None, None),
             RecordRef::Change(r) => (Some(r.id()), None, None, None, None, None, None),
         };

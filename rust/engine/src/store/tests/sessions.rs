@@ -218,3 +218,44 @@ fn a_touch_moves_the_replicated_deadline() {
     assert_eq!(b.stats().ready, 1);
     assert!(!b.release(conn, id, 1, 0, 18 * S));
 }
+
+#[test]
+fn a_pause_outlives_the_leader_and_ends_when_it_would_have() {
+    let mut replica = Replica::new();
+    let (mut a, sink) = leader(&replica, S);
+    let (conn, _) = connect(&mut a);
+    a.use_tube(conn, b"mail");
+    let id = a.begin_put(conn);
+    a.put(conn, id, 1, 0, 10, &b"x\r\n"[..], S).unwrap();
+    // Paused for 30 s at 1 s; "other" is paused and unpaused again.
+    assert!(a.pause_tube(b"mail", 30, S));
+    let other = a.begin_put(conn);
+    a.use_tube(conn, b"other");
+    a.put(conn, other, 1, 0, 10, &b"y\r\n"[..], S).unwrap();
+    assert!(a.pause_tube(b"other", 30, S));
+    assert!(a.pause_tube(b"other", 0, 2 * S));
+    commit(&mut a, &sink, &mut replica);
+
+    // The next leader, at 5 s: "mail" stays paused until 31 s, "other" is not.
+    let (mut b, _) = leader(&replica, 5 * S);
+    let (w, _) = connect(&mut b);
+    b.watch(w, b"mail");
+    b.ignore(w, b"default").unwrap();
+    assert_eq!(
+        b.reserve(w, Some(0), 5 * S),
+        ReserveOutcome::Now(Delivery::TimedOut)
+    );
+    let stats = b.stats_tube(b"mail", 5 * S).unwrap();
+    assert_eq!(stats.pause, 30);
+    assert_eq!(b.stats_tube(b"other", 5 * S).unwrap().pause_time_left, 0);
+    b.tick(31 * S - 1);
+    assert_eq!(
+        b.reserve(w, Some(0), 31 * S - 1),
+        ReserveOutcome::Now(Delivery::TimedOut)
+    );
+    b.tick(31 * S);
+    assert!(matches!(
+        b.reserve(w, Some(0), 31 * S),
+        ReserveOutcome::Now(Delivery::Reserved { .. })
+    ));
+}
