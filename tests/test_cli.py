@@ -251,6 +251,45 @@ def test_flag_beats_a_bad_environment_value() -> None:
     assert "BEANPOLE_PORT" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("name", "variable"),
+    [
+        ("--commit-timeout-ms", "BEANPOLE_COMMIT_TIMEOUT_MS"),
+        ("--session-grace-ms", "BEANPOLE_SESSION_GRACE_MS"),
+    ],
+)
+def test_cluster_ms_flags_are_refused_without_cluster_and_checked(
+    tmp_path: Path, name: str, variable: str
+) -> None:
+    help_text = " ".join(invoke("serve", "--help").output.split())
+    assert f"{name} MS" in help_text
+    assert variable in help_text
+    # Without --cluster: a usage error from the flag, one line from elsewhere.
+    result = invoke("serve", name, "300")
+    assert result.exit_code == 2, result.output
+    assert "applies to cluster nodes only (needs --cluster)" in result.output
+    result = invoke("serve", env={variable: "300"})
+    assert result.exit_code == 1
+    assert "applies to cluster nodes only" in one_line_error(result)
+    # Bad values: a usage error from the flag, one line and status 1 from the
+    # environment or the file.
+    for bad, fragment in [("0", "must be at least 1"), ("soon", "is not a valid integer")]:
+        result = invoke("serve", name, bad)
+        assert result.exit_code == 2, result.output
+        assert fragment in " ".join(result.output.split())
+        assert "Traceback" not in result.output
+    node = {"BEANPOLE_CLUSTER": "c.toml", "BEANPOLE_NODE": "1", "BEANPOLE_BINLOG_DIR": "/d"}
+    result = invoke("serve", env={**node, variable: "0"})
+    assert result.exit_code == 1
+    assert one_line_error(result).startswith(f"Error: invalid {variable}: must be at least 1")
+    setting = name[2:].replace("-", "_")
+    path = tmp_path / "node.toml"
+    path.write_text(f"cluster = 'c.toml'\nnode = 1\nbinlog_dir = '/d'\n{setting} = -5\n")
+    result = invoke("serve", "-c", str(path))
+    assert result.exit_code == 1
+    assert one_line_error(result).startswith(f"Error: invalid {setting} in {path}: must be at")
+
+
 def test_unknown_user_exits_1_before_binding() -> None:
     result = invoke("serve", "-p", "0", "-u", "no-such-user-beanpole")
     assert result.exit_code == 1

@@ -76,3 +76,51 @@ def test_a_cluster_without_fsync_serves_the_same() -> None:
         job_id = client.put(b"not synced")
         assert client.peek(job_id).body == "not synced"
         client.close()
+
+
+def _job_state(client: greenstalk.Client, job_id: int) -> str:
+    state: str = client.stats_job(job_id)["state"]
+    return state
+
+
+def _held_through_a_follower(cluster: beanpole.Cluster) -> tuple[int, greenstalk.Client, int]:
+    """A client of a follower puts a job and reserves it: the follower, the client
+    (whose connection must stay open: closing it would end the session at once) and
+    the job."""
+    follower = cluster.followers()[0]
+    client = greenstalk.Client(cluster.address(follower), use="t", watch="t")
+    job_id = client.put(b"held")
+    job = client.reserve(timeout=0)
+    assert job.id == job_id
+    return follower, client, job_id
+
+
+def test_a_stopped_followers_client_gives_its_job_back_after_the_grace_time() -> None:
+    with beanpole.Cluster(nodes=3, session_grace_ms=300) as cluster:
+        follower, held, job_id = _held_through_a_follower(cluster)
+        leader = cluster.leader()
+        direct = greenstalk.Client(cluster.address(leader), use="t", watch="t")
+        assert _job_state(direct, job_id) == "reserved"
+        cluster.stop_node(follower)
+        # Generous for 300 ms, and short of the default 5 s: the job comes back
+        # because of the setting.
+        deadline = time.monotonic() + 4
+        while _job_state(direct, job_id) != "ready" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _job_state(direct, job_id) == "ready"
+        assert direct.reserve(timeout=0).id == job_id
+        direct.close()
+        held.close()
+
+
+def test_by_default_a_stopped_followers_client_keeps_its_job_for_a_while() -> None:
+    with beanpole.Cluster(nodes=3) as cluster:
+        follower, held, job_id = _held_through_a_follower(cluster)
+        cluster.stop_node(follower)
+        direct = greenstalk.Client(cluster.address(cluster.leader()), watch="t")
+        # Within the 5 s grace time the session may still come back for it.
+        assert _job_state(direct, job_id) == "reserved"
+        with pytest.raises(greenstalk.TimedOutError):
+            direct.reserve(timeout=0)
+        direct.close()
+        held.close()

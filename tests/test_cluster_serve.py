@@ -4,7 +4,8 @@ follower by relaying them to the leader. A put is acknowledged once a
 majority has it on disk, so after the leader is killed with SIGKILL the new leader
 has every acknowledged put and delete, and ids go on after them. On SIGTERM the
 leader hands its lead to a follower, elected in the next term. Bad starts get one
-line and a non-zero exit."""
+line and a non-zero exit. A killed follower's client's job is ready again after
+--session-grace-ms."""
 
 from __future__ import annotations
 
@@ -46,8 +47,10 @@ def cluster_file(tmp_path: Path, n: int = 3) -> tuple[Path, dict[int, int]]:
     return path, clients
 
 
-def start_node(path: Path, node: int, data: Path) -> BeanpoleChild:
-    child = BeanpoleChild("serve", "--cluster", str(path), "--node", str(node), "-b", str(data))
+def start_node(path: Path, node: int, data: Path, *more: str) -> BeanpoleChild:
+    child = BeanpoleChild(
+        "serve", "--cluster", str(path), "--node", str(node), "-b", str(data), *more
+    )
     child.wait_line(rf"^beanpole node {node} of cluster .*: clients on ")
     return child
 
@@ -165,6 +168,9 @@ def test_bad_starts_get_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
     assert status == 2
     assert "needs -b/--binlog-dir" in out
     status, out = fails("--commit-timeout-ms", "100")
+    assert status == 2
+    assert "applies to cluster nodes only" in out
+    status, out = fails("--session-grace-ms", "100")
     assert status == 2
     assert "applies to cluster nodes only" in out
     status, out = fails("--cluster", str(path), "--node", "1", "-b", str(tmp_path / "d"), "-f", "0")
@@ -317,3 +323,32 @@ def test_a_leader_stopped_with_sigterm_hands_its_lead_to_a_follower(
     client.use("planned")
     assert client.put(b"after") > max(put)
     client.close()
+
+
+def test_a_killed_followers_client_gets_its_job_back_after_the_grace_time(
+    tmp_path: Path,
+) -> None:
+    path, clients = cluster_file(tmp_path)
+    grace = ("--session-grace-ms", "300")
+    children = {i: start_node(path, i, tmp_path / f"node{i}", *grace) for i in clients}
+    try:
+        first, direct = leader(clients, children, set(clients))
+        follower = next(n for n in clients if n != first)
+        held = greenstalk.Client(("127.0.0.1", clients[follower]), use="t", watch="t")
+        job_id = held.put(b"held")
+        assert held.reserve(timeout=0).id == job_id
+        assert direct.stats_job(job_id)["state"] == "reserved"
+        children[follower].kill()
+        # Generous for 300 ms, and short of the default 5 s: the job comes back
+        # because of the setting.
+        deadline = time.monotonic() + 4
+        while direct.stats_job(job_id)["state"] != "ready" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert direct.stats_job(job_id)["state"] == "ready"
+        direct.watch("t")
+        assert direct.reserve(timeout=0).id == job_id
+        held.close()
+        direct.close()
+    finally:
+        for child in children.values():
+            child.kill()

@@ -98,6 +98,7 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "cluster",
         "node",
         "commit_timeout_ms",
+        "session_grace_ms",
     ]
 
 
@@ -536,6 +537,95 @@ def test_from_toml_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "nope.toml"
     with pytest.raises(ConfigError, match="cannot read config file: No such file or directory"):
         Config.from_toml(path)
+
+
+# -- cluster-only settings ------------------------------------------------------------------
+
+#: A node's settings without the ones a test sets.
+NODE = {"cluster": "cluster.toml", "node": 2, "binlog_dir": "/var/lib/beanpole"}
+CLUSTER_MS = ["commit_timeout_ms", "session_grace_ms"]
+
+
+@pytest.mark.parametrize("name", CLUSTER_MS)
+def test_cluster_ms_settings_come_from_flags_environment_and_toml(
+    tmp_path: Path, name: str
+) -> None:
+    assert getattr(Config(), name) == 5000
+    assert flag(name) == "--" + name.replace("_", "-")
+    variable = env_var(name)
+    assert variable == "BEANPOLE_" + name.upper()
+    path = write(
+        tmp_path,
+        f"[beanpole]\ncluster = 'cluster.toml'\nnode = 2\nbinlog_dir = '/d'\n{name} = 300\n",
+    )
+    assert getattr(Config.from_toml(path), name) == 300
+    environ = {"BEANPOLE_CLUSTER": "c.toml", "BEANPOLE_NODE": "1", "BEANPOLE_BINLOG_DIR": "/d"}
+    assert getattr(Config.from_env({**environ, variable: "7"}), name) == 7
+    # A flag beats the environment, which beats the file.
+    config = Config.load(config_file=path, environ={variable: "400"}, flags={name: 1})
+    assert getattr(config, name) == 1
+    assert getattr(Config.load(config_file=path, environ={variable: "400"}), name) == 400
+    assert getattr(Config(**NODE, **{name: 1}), name) == 1  # type: ignore[arg-type]
+    top = 9223372036854775807
+    assert getattr(Config(**NODE, **{name: top}), name) == top  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", CLUSTER_MS)
+def test_cluster_ms_settings_are_refused_without_cluster(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Config(**{name: 300})  # type: ignore[arg-type]
+    assert info.value.field == name
+    assert "applies to cluster nodes only (needs --cluster)" in str(info.value)
+    path = write(tmp_path, f"{name} = 300\n")
+    with pytest.raises(ConfigError, match="needs --cluster"):
+        Config.from_toml(path)
+    with pytest.raises(ConfigError, match="needs --cluster"):
+        Config.from_env({env_var(name): "300"})
+    # The default is no change: a single server may state it.
+    assert getattr(Config(**{name: 5000}), name) == 5000  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", CLUSTER_MS)
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        (0, "at least 1"),
+        (-300, "at least 1"),
+        (1 << 63, "at most 9223372036854775807"),
+        ("300", "must be an integer"),
+        (True, "must be an integer"),
+        (1.5, "must be an integer"),
+    ],
+)
+def test_bad_cluster_ms_values(name: str, value: object, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Config(**NODE, **{name: value})  # type: ignore[arg-type]
+    assert info.value.field == name
+    message = str(info.value)
+    assert message.startswith(f"invalid {name} ")
+    assert fragment in message
+    assert flag(name) in message and env_var(name) in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("name", CLUSTER_MS)
+@pytest.mark.parametrize(("raw", "fragment"), [("5s", "must be an integer"), ("0", "at least 1")])
+def test_bad_cluster_ms_values_from_environment_and_toml(
+    tmp_path: Path, name: str, raw: str, fragment: str
+) -> None:
+    variable = env_var(name)
+    environ = {"BEANPOLE_CLUSTER": "c.toml", "BEANPOLE_NODE": "1", "BEANPOLE_BINLOG_DIR": "/d"}
+    with pytest.raises(ConfigError) as info:
+        Config.from_env({**environ, variable: raw})
+    assert str(info.value).startswith(f"invalid {variable}: ")
+    assert fragment in str(info.value)
+    toml_value = f"'{raw}'" if not raw.isdigit() else raw
+    text = f"cluster = 'c.toml'\nnode = 1\nbinlog_dir = '/d'\n{name} = {toml_value}\n"
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        Config.from_toml(path)
+    assert str(info.value).startswith(f"invalid {name} in {path}")
+    assert fragment in str(info.value)
 
 
 # -- precedence: flag > env > TOML > default -----------------------------------------------

@@ -54,6 +54,7 @@ class ClusterNode:
         commit_timeout_ms: int = 5000,
         admin_token: str | None = None,
         fsync: bool = True,
+        session_grace_ms: int = 5000,
     ) -> ClusterNode: ...
     @property
     def node(self) -> int: ...

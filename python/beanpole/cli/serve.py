@@ -104,7 +104,8 @@ the field names: listen, port, unix_mode, max_job_size, user, verbose, threads,
 binlog_dir, fsync_ms, no_fsync, segment_size, skip_corrupt, hooks, hook_queue,
 log_format, http, metrics_max_tubes, admin_token_file, http_read_token_file,
 http_allowed_host, http_max_connections, tls_cert, tls_key, tls_client_ca,
-max_connections, max_memory, cluster, node, commit_timeout_ms.
+max_connections, max_memory, cluster, node, commit_timeout_ms,
+session_grace_ms.
 
 \b
 Write-ahead log: with -b DIR every change to the jobs is logged in DIR and

@@ -114,6 +114,7 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
             max_connections=config.max_connections,
             max_memory=config.max_memory,
             commit_timeout_ms=config.commit_timeout_ms,
+            session_grace_ms=config.session_grace_ms,
             admin_token=token,
             fsync=not config.no_fsync,
         )

@@ -88,6 +88,7 @@ OPTIONS: Final = (
     Option("cluster", ("--cluster",), "file", "FILE", default_help="none (a single server)"),
     Option("node", ("--node",), "int", "ID", default_help="none"),
     Option("commit_timeout_ms", ("--commit-timeout-ms",), "int", "MS"),
+    Option("session_grace_ms", ("--session-grace-ms",), "int", "MS"),
 )
 
 #: The Config fields ``serve`` takes from flags.

@@ -51,6 +51,8 @@ class ClusterSettings(Protocol):
     def binlog_dir(self) -> str | None: ...
     @property
     def commit_timeout_ms(self) -> int: ...
+    @property
+    def session_grace_ms(self) -> int: ...
 
 
 class TLSSettings(Protocol):
@@ -108,7 +110,8 @@ def check_file(name: str, value: object) -> None:
 
 def check_cluster(config: ClusterSettings) -> None:
     """--cluster names a file and needs --node (an id of 1 or more) and -b; --node
-    and a --commit-timeout-ms other than the default need --cluster."""
+    and a --commit-timeout-ms or --session-grace-ms other than the default need
+    --cluster."""
     check_file("cluster", config.cluster)
     node = config.node
     if node is not None and (isinstance(node, bool) or not isinstance(node, int) or node < 1):
@@ -116,10 +119,9 @@ def check_cluster(config: ClusterSettings) -> None:
     if config.cluster is None:
         if node is not None:
             raise Invalid("needs --cluster as well (the file that lists the nodes)", field="node")
-        if config.commit_timeout_ms != 5000:
-            raise Invalid(
-                "applies to cluster nodes only (needs --cluster)", field="commit_timeout_ms"
-            )
+        for name in ("commit_timeout_ms", "session_grace_ms"):
+            if getattr(config, name) != 5000:
+                raise Invalid("applies to cluster nodes only (needs --cluster)", field=name)
         return
     if node is None:
         raise Invalid("needs --node as well (this node's id in the file)", field="cluster")

@@ -117,6 +117,7 @@ class ConfigChanges(TypedDict, total=False):
     cluster: str | None
     node: int | None
     commit_timeout_ms: int
+    session_grace_ms: int
 
 
 def _setting(default: _T, *, flag: str, doc: str) -> _T:
@@ -296,6 +297,13 @@ class Config:
         "disk; past it the client gets INTERNAL_ERROR (the outcome unknown) and its "
         "connection closes.",
     )
+    session_grace_ms: int = _setting(
+        5000,
+        flag="--session-grace-ms",
+        doc="Cluster nodes: how long the reservations of a client whose node is gone "
+        "(stopped, crashed, or cut off from the leader) outlive it; past it its jobs "
+        "are ready again.",
+    )
 
     def __post_init__(self) -> None:
         try:
@@ -354,6 +362,7 @@ class Config:
         if isinstance(self.cluster, os.PathLike):
             object.__setattr__(self, "cluster", os.fspath(self.cluster))
         check_int("commit_timeout_ms", self.commit_timeout_ms, low=1, high=INT64_MAX)
+        check_int("session_grace_ms", self.session_grace_ms, low=1, high=INT64_MAX)
         check_cluster(self)
 
     # -- building -----------------------------------------------------------------------

@@ -102,6 +102,7 @@ ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "cluster": _parse_str,
     "node": _parse_int,
     "commit_timeout_ms": _parse_int,
+    "session_grace_ms": _parse_int,
 }
 
 

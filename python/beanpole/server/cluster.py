@@ -50,8 +50,10 @@ class Cluster:
     production node's by default (``heartbeat_ms`` 50, an election after 300-600 ms
     of silence), so that tests fail over fast. A reply waits at most
     ``commit_timeout_ms`` for its commit (then INTERNAL_ERROR, and the connection
-    closes). ``fsync=False`` (``-F``) skips the Raft log's fsyncs: faster, and a
-    crash of a majority's machines can lose what they acknowledged."""
+    closes). A client of a node that stops keeps its reservations for
+    ``session_grace_ms``; then its jobs are ready again. ``fsync=False`` (``-F``)
+    skips the Raft log's fsyncs: faster, and a crash of a majority's machines can
+    lose what they acknowledged."""
 
     def __init__(
         self,
@@ -63,6 +65,7 @@ class Cluster:
         heartbeat_ms: int = 50,
         election_timeout_ms: tuple[int, int] = (300, 600),
         commit_timeout_ms: int = 5000,
+        session_grace_ms: int = 5000,
         fsync: bool = True,
     ) -> None:
         if nodes < 1:
@@ -76,6 +79,7 @@ class Cluster:
             "heartbeat_ms": heartbeat_ms,
             "election_timeout_ms": election_timeout_ms,
             "commit_timeout_ms": commit_timeout_ms,
+            "session_grace_ms": session_grace_ms,
             "fsync": fsync,
         }
         self._nodes: dict[int, _core.ClusterNode | None] = {}

@@ -176,7 +176,7 @@ fn recover_checked(dir: &Path, skip: bool, files: &[Image]) -> Option<Recovered>
 fn start_store_on(dir: &Path) {
     let policy = FsyncPolicy::Every(Duration::from_millis(50));
     let mut opened = wal::open(&log_config(dir, SEGMENT, policy), MAX_JOB).expect("open");
-    let shared = Shared::new(MAX_JOB, 0, Some(&mut opened));
+    let shared = Shared::new(MAX_JOB, 0, Some(&mut opened), Duration::from_secs(5));
     shared.lock().flush_log();
     opened.pipe.stop();
     if let Some(writer) = opened.writer.take() {

@@ -67,13 +67,14 @@ impl PyClusterNode {
     /// serve instead of binding them (each is duplicated; the caller closes its
     /// own). `announce`: say on stderr when the node starts and stops leading.
     /// `admin_token`: membership changes carrying it are taken (none without).
-    /// `fsync` false: the Raft log is not synced (`-F`).
+    /// `fsync` false: the Raft log is not synced (`-F`). `session_grace_ms`:
+    /// how long a client of a node that is gone keeps its reservations.
     #[staticmethod]
     #[pyo3(signature = (
         cluster_file, node, data_dir, max_job_size = 65535, verbose = 0, threads = 0,
         max_connections = 0, max_memory = 0, heartbeat_ms = 50,
         election_timeout_ms = (250, 500), client_fd = None, peer_fd = None, announce = true,
-        commit_timeout_ms = 5000, admin_token = None, fsync = true,
+        commit_timeout_ms = 5000, admin_token = None, fsync = true, session_grace_ms = 5000,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn start(
@@ -94,6 +95,7 @@ impl PyClusterNode {
         commit_timeout_ms: i64,
         admin_token: Option<String>,
         fsync: bool,
+        session_grace_ms: i64,
     ) -> PyResult<PyClusterNode> {
         let id = positive("node id", node)?;
         let file = ClusterFile::load(&cluster_file).map_err(|e| node_err(e.into()))?;
@@ -115,6 +117,8 @@ impl PyClusterNode {
         config.fsync = fsync;
         config.commit_timeout =
             Duration::from_millis(positive("commit timeout", commit_timeout_ms)?);
+        config.server.session_grace =
+            Duration::from_millis(positive("session grace", session_grace_ms)?);
         let started = py.detach(move || Node::start(config)).map_err(node_err)?;
         let addr = started
             .client_addr()

@@ -202,6 +202,9 @@ impl PyServerHandle {
             },
             max_connections,
             max_memory,
+            // A single server has no sessions: only a cluster's term servers
+            // use the grace time.
+            ..ServerConfig::default()
         };
         let handle = py
             .detach(|| ServerHandle::start(config))

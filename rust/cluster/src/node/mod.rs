@@ -46,7 +46,9 @@ pub struct NodeConfig {
     /// The data directory (`-b`).
     pub dir: PathBuf,
     /// The engine settings of the server clients use while this node leads
-    /// (job size, threads, limits); its addresses come from the cluster file.
+    /// (job size, threads, limits, and `session_grace`: how long the
+    /// reservations of a client whose node is gone outlive it); its addresses
+    /// come from the cluster file.
     pub server: ServerConfig,
     pub raft: openraft::Config,
     pub net: NetConfig,

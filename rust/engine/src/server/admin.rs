@@ -316,7 +316,12 @@ mod tests {
 
     /// A server's shared state with `jobs[i]` ready jobs in tube `t{i}`.
     fn admin_with(jobs: &[u32]) -> Admin {
-        let shared = Arc::new(Shared::new(65535, 0, None));
+        let shared = Arc::new(Shared::new(
+            65535,
+            0,
+            None,
+            std::time::Duration::from_secs(5),
+        ));
         {
             let mut store = shared.lock();
             let conn = store.connect(Arc::new(Nobody));
@@ -413,7 +418,12 @@ mod tests {
     fn clearing_each_state_keeps_the_store_consistent() {
         use crate::store::{Delivery, ReserveOutcome};
 
-        let shared = Arc::new(Shared::new(65535, 0, None));
+        let shared = Arc::new(Shared::new(
+            65535,
+            0,
+            None,
+            std::time::Duration::from_secs(5),
+        ));
         let held = {
             let mut store = shared.lock();
             let conn = store.connect(Arc::new(Nobody));

@@ -45,6 +45,10 @@ pub struct ServerConfig {
     /// `--max-memory`: bytes the jobs may take before puts get OUT_OF_MEMORY; 0
     /// means no limit.
     pub max_memory: u64,
+    /// With a replicated log (a cluster leader's): how long a detached session
+    /// (a follower's client whose forwarding connection is gone) keeps its
+    /// reservations before they are released (`--session-grace-ms`).
+    pub session_grace: Duration,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +64,7 @@ impl Default for ServerConfig {
             tls: None,
             max_connections: 0,
             max_memory: 0,
+            session_grace: Duration::from_nanos(crate::store::session::SESSION_GRACE),
         }
     }
 }
@@ -245,7 +250,12 @@ impl ServerHandle {
         let bound = engine
             .block_on(async { bind_all(&config.listen, &config.listen_fds, config.unix_mode) })?;
         let listeners = bound.listeners;
-        let mut shared = Shared::new(config.max_job_size, config.verbose, log.as_mut());
+        let mut shared = Shared::new(
+            config.max_job_size,
+            config.verbose,
+            log.as_mut(),
+            config.session_grace,
+        );
         shared.tls = tls;
         shared.runtime = Some(engine.block_on(async { tokio::runtime::Handle::current() }));
         shared.limits.set_max_connections(config.max_connections);

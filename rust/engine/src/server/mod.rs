@@ -24,7 +24,7 @@ mod tls;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -102,7 +102,13 @@ impl std::fmt::Debug for Shared {
 
 impl Shared {
     /// A server's shared state; with a log, its recovered jobs move into the store.
-    pub fn new(max_job_size: u32, verbose: u8, log: Option<&mut crate::wal::OpenedLog>) -> Shared {
+    /// With a replicated log, a detached session ends after `session_grace`.
+    pub fn new(
+        max_job_size: u32,
+        verbose: u8,
+        log: Option<&mut crate::wal::OpenedLog>,
+        session_grace: Duration,
+    ) -> Shared {
         let (hostname, os, platform) = stats::process::uname();
         let epoch = Instant::now();
         let mut store = Store::new(max_job_size);
@@ -115,7 +121,10 @@ impl Shared {
         if let Some(log) = log {
             id = Some(log.instance.clone());
             if log.pipe.is_replicated() {
-                store.enable_sessions(crate::store::session::SESSION_GRACE);
+                // Before `attach_log`: the sessions a takeover restores are
+                // detached with this grace time.
+                let grace = u64::try_from(session_grace.as_nanos()).unwrap_or(u64::MAX);
+                store.enable_sessions(grace);
             }
             store.attach_log(log, TIME_BASE);
             log.pipe.set_events(Arc::clone(&events));

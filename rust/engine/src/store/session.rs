@@ -176,7 +176,7 @@ impl Store {
         if let Some(s) = c.session.as_mut() {
             s.detached = Some(seq);
         }
-        let at = now + self.session_grace;
+        let at = now.saturating_add(self.session_grace);
         self.timers.push(at, Timer::Session(conn, seq));
     }
 
@@ -449,5 +449,6 @@ impl Store {
     }
 }
 
-/// The default grace time of a detached session.
+/// The default grace time of a detached session, in nanoseconds
+/// (`ServerConfig::session_grace`, `--session-grace-ms`).
 pub const SESSION_GRACE: u64 = 5 * SECOND;

@@ -314,7 +314,12 @@ impl CustomServer {
             BoundAddr::Tcp(a) => a,
             BoundAddr::Unix(_) => panic!("expected TCP"),
         };
-        let shared = Arc::new(Shared::new(MAX_JOB, 0, Some(&mut opened)));
+        let shared = Arc::new(Shared::new(
+            MAX_JOB,
+            0,
+            Some(&mut opened),
+            Duration::from_secs(5),
+        ));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task_shared = Arc::clone(&shared);
         runtime.spawn(async move {

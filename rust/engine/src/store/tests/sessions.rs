@@ -20,21 +20,34 @@ impl Replicate for Collect {
     }
 }
 
-/// A leader's store on `replica`'s state, with sessions on; its proposals go
-/// to the returned sink.
+/// A millisecond of the store's clock.
+const MS: u64 = S / 1000;
+
+/// A leader's store on `replica`'s state, with sessions on (the default grace
+/// time, 5 s); its proposals go to the returned sink.
 fn leader(replica: &Replica, now: u64) -> (Store, Arc<Collect>) {
-    let sink = Arc::new(Collect::default());
-    let mut opened = replicate::opened(
+    leader_with(replica, now, 5 * S)
+}
+
+/// A replicated log on `replica`'s state whose proposals go to `sink`.
+fn replicated_log(replica: &Replica, now: u64, sink: &Arc<Collect>) -> crate::wal::OpenedLog {
+    replicate::opened(
         replica.to_recovered(),
-        Arc::clone(&sink) as Arc<dyn Replicate>,
+        Arc::clone(sink) as Arc<dyn Replicate>,
         // A replicated clock ahead of the wall clock, moving with the test's
         // time: the stores' wall times then follow `now` as a real clock would.
         4_000_000_000_000_000_000 + now as i64,
         "test".into(),
         "test".into(),
-    );
+    )
+}
+
+/// [`leader`] whose detached sessions end after `grace` ns.
+fn leader_with(replica: &Replica, now: u64, grace: u64) -> (Store, Arc<Collect>) {
+    let sink = Arc::new(Collect::default());
+    let mut opened = replicated_log(replica, now, &sink);
     let mut st = store();
-    st.enable_sessions(5 * S);
+    st.enable_sessions(grace);
     st.attach_log(&mut opened, now);
     ok(&st);
     (st, sink)
@@ -258,4 +271,92 @@ fn a_pause_outlives_the_leader_and_ends_when_it_would_have() {
         b.reserve(w, Some(0), 31 * S),
         ReserveOutcome::Now(Delivery::Reserved { .. })
     ));
+
+/// Session 6 puts a job and reserves it (at 1 s), on a leader whose grace time
+/// is `grace`.
+fn holding_one(replica: &Replica, grace: u64) -> (Store, Arc<Collect>, ConnId) {
+    let (mut a, sink) = leader_with(replica, S, grace);
+    let (conn, _) = attach(&mut a, 6, 0).unwrap();
+    let id = a.begin_put(conn);
+    a.put(conn, id, 1, 0, 100, &b"x\r\n"[..], S).unwrap();
+    noted(&mut a, conn, b"INSERTED 1\r\n");
+    a.reserve(conn, None, S);
+    noted(&mut a, conn, b"RESERVED 1 1\r\n");
+    a.record_replies(conn);
+    ok(&a);
+    (a, sink, conn)
+}
+
+#[test]
+fn a_session_detached_from_its_follower_ends_after_the_configured_grace_time() {
+    let replica = Replica::new();
+    let (mut a, _sink, conn) = holding_one(&replica, 300 * MS);
+    // Its forwarding connection breaks at 2 s.
+    a.detach_session(conn, 2 * S);
+    ok(&a);
+    a.tick(2 * S + 300 * MS - 1);
+    assert_eq!(a.stats().reserved, 1);
+    assert!(a.session_detached(conn));
+    a.tick(2 * S + 300 * MS);
+    ok(&a);
+    let st = a.stats();
+    assert_eq!((st.reserved, st.ready), (0, 1));
+    assert_eq!(a.session_conn(6), None);
+}
+
+#[test]
+fn a_session_a_new_leader_restores_ends_after_that_leaders_grace_time() {
+    let mut replica = Replica::new();
+    let (mut a, sink, _) = holding_one(&replica, 5 * S);
+    commit(&mut a, &sink, &mut replica);
+    // The next leader takes over at 3 s with a grace time of 300 ms: the
+    // session it restores detached ends 300 ms later, not 5 s.
+    let (mut b, _) = leader_with(&replica, 3 * S, 300 * MS);
+    assert_eq!(b.stats().reserved, 1);
+    b.tick(3 * S + 300 * MS - 1);
+    assert_eq!(b.stats().reserved, 1);
+    b.tick(3 * S + 300 * MS);
+    ok(&b);
+    let st = b.stats();
+    assert_eq!((st.reserved, st.ready), (0, 1));
+}
+
+#[test]
+fn a_server_takes_its_session_grace_time_from_its_setting() {
+    let mut replica = Replica::new();
+    let (mut a, sink, _) = holding_one(&replica, 5 * S);
+    commit(&mut a, &sink, &mut replica);
+    // A server's shared state made on the replicated log, as a term's server
+    // starts (`ServerConfig::session_grace`): it takes over at 3 s of the
+    // replicated clock, which its store's clock reads as `TIME_BASE`.
+    let base = crate::server::TIME_BASE;
+    let sink = Arc::new(Collect::default());
+    let mut opened = replicated_log(&replica, 3 * S, &sink);
+    let shared = crate::server::Shared::new(
+        65535,
+        0,
+        Some(&mut opened),
+        std::time::Duration::from_millis(300),
+    );
+    let mut b = shared.lock();
+    assert_eq!(b.stats().reserved, 1);
+    b.tick(base + 300 * MS - 1);
+    assert_eq!(b.stats().reserved, 1);
+    b.tick(base + 300 * MS);
+    ok(&b);
+    let st = b.stats();
+    assert_eq!((st.reserved, st.ready), (0, 1));
+}
+
+#[test]
+fn a_huge_grace_time_never_ends_a_session() {
+    let replica = Replica::new();
+    let (mut a, _sink, conn) = holding_one(&replica, u64::MAX);
+    // Its end would be past the clock's range: it stays detached (until the
+    // job's TTR, at 101 s, gives the job back).
+    a.detach_session(conn, 2 * S);
+    a.tick(100 * S);
+    ok(&a);
+    assert_eq!(a.stats().reserved, 1);
+    assert!(a.session_detached(conn));
 }
