@@ -271,6 +271,7 @@ fn a_pause_outlives_the_leader_and_ends_when_it_would_have() {
         b.reserve(w, Some(0), 31 * S),
         ReserveOutcome::Now(Delivery::Reserved { .. })
     ));
+}
 
 /// Session 6 puts a job and reserves it (at 1 s), on a leader whose grace time
 /// is `grace`.
