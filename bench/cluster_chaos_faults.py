@@ -25,8 +25,9 @@ Two more in a cluster: ``power`` (a simulated power loss: SIGKILL, the node's fi
 cut back to what it had fsynced, bench/cluster_chaos_power.py, restart; of one node,
 the leader half the time, or a quarter of the time of every member at once; recorded
 as ``power``, then ``cut`` with what was removed and cut, then ``restart``), and
-``members`` (the cluster grows by its spare nodes, or shrinks back, through
-``beanpole cluster add|promote|remove``, bench/cluster_chaos_members.py). Every
+``members`` (the cluster grows by its spare nodes, serves for the hold time and
+shrinks back, through ``beanpole cluster add|promote|remove``,
+bench/cluster_chaos_members.py). Every
 fault but ``members`` hits only the nodes that are members at the time.
 """
 
@@ -220,7 +221,7 @@ class ClusterFaults(Faults):
                 self.note("restart", node.id)
         elif kind == "members":
             assert self.members is not None
-            self.members.change()
+            self.members.cycle(hold)
         elif kind == "stop-leader":
             node = self.leader()
             self.note("stop", node.id, role=self._role(node.id))

@@ -1,8 +1,9 @@
 """Membership changes under load for bench/cluster_chaos.py (the ``members`` fault):
-the cluster grows by its spare nodes and shrinks back (3 -> 5 -> 3, or 5 -> 7 -> 5),
-the leader removed most of the time, through the real command line, ``beanpole
-cluster add|promote|remove --cluster FILE --node N --token-file T`` (the nodes run
-with ``--admin-token-file T``), while the clients go on.
+the cluster grows by its spare nodes, serves for the fault's hold time, and shrinks
+back (3 -> 5 -> 3, or 5 -> 7 -> 5), the leader removed three times in four, through
+the real command line, ``beanpole cluster add|promote|remove --cluster FILE --node N
+--token-file T`` (the nodes run with ``--admin-token-file T``), while the clients go
+on.
 
 Growing: each spare is started (on its old data directory, or half the time, unless
 it is node 1, on a wiped one: node 1 with an empty directory would found a cluster of
@@ -51,7 +52,7 @@ class MembershipError(RuntimeError):
 
 
 class Members:
-    """Grows the cluster by its spares and shrinks it back, alternately."""
+    """Grows the cluster by its spares and shrinks it back."""
 
     def __init__(self, net: Net, nodes: dict[int, ClusterNode], monitor: Monitor,
                  token: Path, rng: random.Random, note: Note) -> None:  # fmt: skip
@@ -63,13 +64,11 @@ class Members:
         self.note = note
         self.size = len(net.members)  # the cluster's size between changes
 
-    def change(self) -> str:
-        """Grow if the cluster is at its first size, else shrink; which it did."""
-        if len(self.net.members) == self.size:
-            self.grow()
-            return "grow"
+    def cycle(self, hold: float) -> None:
+        """Grow, serve ``hold`` seconds at the larger size, shrink back."""
+        self.grow()
+        time.sleep(hold)
         self.shrink()
-        return "shrink"
 
     def grow(self) -> None:
         for ident in sorted(set(self.net.ids) - self.net.members):
