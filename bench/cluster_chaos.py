@@ -144,7 +144,10 @@ def run_once(args: argparse.Namespace, seed: int, work: Path) -> tuple[Verdict, 
                 token.write_text(f"chaos-{seed}-{random.getrandbits(64):016x}\n")
             by_id: dict[int, ClusterNode] = {}
             monitor = Monitor(net, rec, lambda j: by_id[j].pid if j in by_id else None).start()
-            nodes = [ClusterNode(i, net, work, token) for i in net.ids]
+            nodes = [
+                ClusterNode(i, net, work, token, random.Random(f"{seed}-stall-{i}"))
+                for i in net.ids
+            ]
             by_id.update({n.id: n for n in nodes})
         else:
             nodes = [Node(i + 1, work, not args.no_log) for i in range(args.nodes)]

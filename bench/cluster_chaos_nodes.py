@@ -59,6 +59,8 @@ HOME = "127.0.0.1"
 PORT_RANGE = (20000, 32000)  # below the ephemeral range
 PORT_REGISTRY = Path(tempfile.gettempdir()) / "beanpole-chaos-ports"
 SYNC_RECORD_ENV = "BEANPOLE_SYNC_RECORD"  # rust/cluster/src/synced.rs
+SYNC_STALL_ENV = "BEANPOLE_SYNC_STALL_MS"  # the same: each log fsync held back
+SYNC_STALLS = (0, 0, 0, 5, 20)  # milliseconds, one drawn per node start
 PROBE_EVERY = 0.025  # seconds between probes of a node that does not serve
 HOLD_EVERY = 0.05  # seconds between the requests on a serving node's held connection
 REPLY_WAIT = 0.5  # seconds a probe waits for its answer
@@ -235,13 +237,18 @@ class Net:
 
 class ClusterNode:
     """One node process (``serve --cluster FILE --node N -b DIR`` in its own mount
-    namespace) and the proxy in front of its client address. A node that is no
-    member when the run starts (a spare) starts with the file of every node; each
-    start records the node's fsyncs (``SYNC_RECORD_ENV``) in ``synced``, for a
-    simulated power loss (bench/cluster_chaos_power.py)."""
+        namespace) and the proxy in front of its client address. A node that is no
+        member when the run starts (a spare) starts with the file of every node; each
+        start records the node's fsyncs (``SYNC_RECORD_ENV``) in ``synced``, for a
+        simulated power loss (bench/cluster_chaos_power.py). With ``stalls``, each start
+    holds the node's log fsyncs back a drawn number of milliseconds (``SYNC_STALLS``;
+    a slow disk), so that a power loss more often finds writes not yet synced."""
 
-    def __init__(self, ident: int, net: Net, work: Path, token: Path | None = None) -> None:
+    def __init__(self, ident: int, net: Net, work: Path, token: Path | None = None,
+                 stalls: random.Random | None = None) -> None:  # fmt: skip
         self.id = ident
+        self.stalls = stalls  # draws each start's fsync stall (None: none)
+        self.stall = 0
         self.net = net
         self.dir = work / f"node{ident}"
         self.log = work / f"node{ident}.log"  # every incarnation's stderr
@@ -257,10 +264,11 @@ class ClusterNode:
         addresses was in use, ``NodeStartError`` if it ended for another reason."""
         prefix = ["unshare", "--mount", "sh", "-c", IN_NAMESPACE, str(self.net.hosts[self.id])]
         more = [] if self.token is None else ["--admin-token-file", str(self.token)]
+        self.stall = 0 if self.stalls is None else self.stalls.choice(SYNC_STALLS)
         self.child = BeanpoleChild(
             "serve", "--cluster", str(self.file), "--node", str(self.id),
             "-b", str(self.dir), *more, prefix=prefix,
-            env={SYNC_RECORD_ENV: str(self.synced)},
+            env={SYNC_RECORD_ENV: str(self.synced), SYNC_STALL_ENV: str(self.stall)},
         )  # fmt: skip
         try:
             self.child.wait_line(START_LINE.format(self.id))
@@ -301,7 +309,10 @@ class ClusterNode:
     def _keep_log(self) -> None:
         assert self.child is not None
         with self.log.open("a") as f:
-            f.write(f"--- pid {self.child.proc.pid}, exit {self.child.proc.returncode}\n")
+            f.write(
+                f"--- pid {self.child.proc.pid}, exit {self.child.proc.returncode}, "
+                f"fsyncs held back {self.stall} ms\n"
+            )
             f.writelines(self.child.stderr)
 
     def close(self) -> None:

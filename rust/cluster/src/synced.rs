@@ -19,6 +19,9 @@
 //! A node killed between an fsync and its line only makes the harness cut
 //! more than the disk would have lost, never less: nothing was reported
 //! durable on the strength of that fsync yet.
+//!
+//! A second knob, [`STALL_ENV`], holds the log's fsyncs back (a slow disk), so
+//! that a power loss more often finds appends written and not yet synced.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -27,6 +30,21 @@ use std::sync::{Mutex, OnceLock};
 
 /// The environment variable naming the file the lines go to.
 pub const ENV: &str = "BEANPOLE_SYNC_RECORD";
+
+/// The environment variable that holds each of the Raft log's group-commit
+/// fsyncs back this many milliseconds from the log's opening on (the
+/// `LogStore::sync_stall` knob, set from outside the process): written and
+/// not yet synced appends stay so for longer, where a simulated power loss
+/// finds them. Unset or not a number: 0.
+pub const STALL_ENV: &str = "BEANPOLE_SYNC_STALL_MS";
+
+/// The stall [`STALL_ENV`] asks for, read when a log is opened.
+pub fn stall_at_open() -> u64 {
+    std::env::var(STALL_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
 
 /// The record file, if any. A std mutex: every syncing thread (the log
 /// writer, the snapshot task, the marker's writer) appends whole lines, held
