@@ -6,6 +6,7 @@ proxies, every command and reply recorded, then the history checked
     python bench/cluster_chaos.py --seed 1 --runs 50 --seconds 12
     python bench/cluster_chaos.py --seed 1 --seconds 10 --no-log --faults kill   # must fail
     python bench/cluster_chaos.py --nodes 3 --seed 1 --runs 20 --seconds 12     # a cluster
+    python bench/cluster_chaos.py --nodes 3 --seed 1 --runs 200 --seconds 12 --jobs 2
 
 ``--nodes 1`` (the default) runs a single server: ``python -m beanpole serve -l
 127.0.0.1 -p 0 -b DIR -f 0`` (every acknowledged change fsynced before its reply);
@@ -24,11 +25,18 @@ At seeded moments a fault hits, for a seeded time (bench/cluster_chaos_faults.py
 lists them): on one node SIGKILL, SIGTERM or SIGSTOP of the server and cuts, one-way
 cuts, stalls and latency on its client proxy; in a cluster SIGKILL of the leader, of a
 follower or of every node, SIGTERM, SIGSTOP of the leader, a wiped data directory,
-and cuts (both ways or one way), stalls and latency on the links between nodes.
-Power loss (SIGKILL, then the files cut back to what was last fsynced) is not done:
-which bytes were fsynced is not knowable from outside the process; with an fsync
-before every acknowledgement nothing acknowledged is outside the fsynced part, so a
-SIGKILL is its closest stand-in.
+cuts (both ways or one way), stalls and latency on the links between nodes, a
+simulated power loss (SIGKILL, then the node's files cut back to what it had
+fsynced, as its sync record says: bench/cluster_chaos_power.py) and membership
+changes under load (two spare nodes added and promoted, then two members removed,
+the leader most of the time: bench/cluster_chaos_members.py). On one node, power
+loss is not simulated: a single server keeps no sync record; with an fsync before
+every acknowledgement its SIGKILL is the closest stand-in.
+
+Ports come from a registry every harness process shares (bench/cluster_chaos_nodes.py,
+``Ports``); a run whose node still finds its port taken is void and run again on
+other ports, and any other failure of the harness counts as a harness error, never a
+pass. ``--jobs N`` runs N seeds at once, each in a process of its own.
 
 At the end every fault is healed, the workers stop and close their connections, and
 a drain (on the node that serves) kicks, reserves and deletes what is left until
