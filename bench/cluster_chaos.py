@@ -6,6 +6,7 @@ proxies, every command and reply recorded, then the history checked
     python bench/cluster_chaos.py --seed 1 --runs 50 --seconds 12
     python bench/cluster_chaos.py --seed 1 --seconds 10 --no-log --faults kill   # must fail
     python bench/cluster_chaos.py --nodes 3 --seed 1 --runs 20 --seconds 12     # a cluster
+    python bench/cluster_chaos.py --nodes 3 --seed 1 --runs 200 --seconds 12 --jobs 2
 
 ``--nodes 1`` (the default) runs a single server: ``python -m beanpole serve -l
 127.0.0.1 -p 0 -b DIR -f 0`` (every acknowledged change fsynced before its reply);
@@ -24,11 +25,18 @@ At seeded moments a fault hits, for a seeded time (bench/cluster_chaos_faults.py
 lists them): on one node SIGKILL, SIGTERM or SIGSTOP of the server and cuts, one-way
 cuts, stalls and latency on its client proxy; in a cluster SIGKILL of the leader, of a
 follower or of every node, SIGTERM, SIGSTOP of the leader, a wiped data directory,
-and cuts (both ways or one way), stalls and latency on the links between nodes.
-Power loss (SIGKILL, then the files cut back to what was last fsynced) is not done:
-which bytes were fsynced is not knowable from outside the process; with an fsync
-before every acknowledgement nothing acknowledged is outside the fsynced part, so a
-SIGKILL is its closest stand-in.
+cuts (both ways or one way), stalls and latency on the links between nodes, a
+simulated power loss (SIGKILL, then the node's files cut back to what it had
+fsynced, as its sync record says: bench/cluster_chaos_power.py) and membership
+changes under load (two spare nodes added and promoted, then two members removed,
+the leader most of the time: bench/cluster_chaos_members.py). On one node, power
+loss is not simulated: a single server keeps no sync record; with an fsync before
+every acknowledgement its SIGKILL is the closest stand-in.
+
+Ports come from a registry every harness process shares (bench/cluster_chaos_nodes.py,
+``Ports``); a run whose node still finds its port taken is void and run again on
+other ports, and any other failure of the harness counts as a harness error, never a
+pass. ``--jobs N`` runs N seeds at once, each in a process of its own.
 
 At the end every fault is healed, the workers stop and close their connections, and
 a drain (on the node that serves) kicks, reserves and deletes what is left until
@@ -41,6 +49,7 @@ failing a run.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import random
 import shutil
@@ -50,6 +59,8 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster_chaos_check import Verdict, check, load, report
@@ -62,13 +73,15 @@ from cluster_chaos_faults import (
     NodeFaults,
 )
 from cluster_chaos_load import Recorder, Worker, drain
-from cluster_chaos_nodes import ClusterNode, Monitor, Net, namespaces_work
+from cluster_chaos_nodes import ClusterNode, Monitor, Net, PortTaken, namespaces_work
 from cluster_chaos_proxy import Proxy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from servechild import ServeChild
 
 DRAIN_FOR = 60.0  # seconds the final drain may take
+PORT_TRIES = 3  # runs of a seed whose node found its port taken
+SPARES = 2  # nodes that join and leave with the ``members`` fault (3 -> 5 -> 3)
 
 
 class Node:
@@ -130,17 +143,31 @@ def run_once(args: argparse.Namespace, seed: int, work: Path) -> tuple[Verdict, 
     nodes: list[Node] | list[ClusterNode] = []
     faults: Faults | None = None
     try:
+        token: Path | None = None
         if cluster:
-            net = Net(args.nodes, work)
+            grows = "members" in args.faults
+            net = Net(args.nodes, work, spares=SPARES if grows else 0)
+            if grows:
+                token = work / "admin-token"
+                token.write_text(f"chaos-{seed}-{random.getrandbits(64):016x}\n")
             by_id: dict[int, ClusterNode] = {}
             monitor = Monitor(net, rec, lambda j: by_id[j].pid if j in by_id else None).start()
-            nodes = [ClusterNode(i, net, work) for i in net.ids]
+            nodes = [
+                ClusterNode(i, net, work, token, random.Random(f"{seed}-stall-{i}"))
+                for i in net.ids
+            ]
             by_id.update({n.id: n for n in nodes})
         else:
             nodes = [Node(i + 1, work, not args.no_log) for i in range(args.nodes)]
         for n in nodes:
-            n.start()
+            if net is None or n.id in net.members:
+                n.start()
         by_id = {n.id: n for n in nodes}
+
+        def members() -> list[Node] | list[ClusterNode]:
+            if net is None:
+                return nodes
+            return [n for n in nodes if n.id in net.members]  # type: ignore[return-value]
 
         def leader() -> Node | ClusterNode | None:
             if monitor is None:
@@ -149,8 +176,9 @@ def run_once(args: argparse.Namespace, seed: int, work: Path) -> tuple[Verdict, 
             return None if lead is None else by_id[lead]
 
         def route(r: random.Random) -> tuple[int, int]:
+            now: list[Node | ClusterNode] = list(members())
             lead = nodes[0] if monitor is None else by_id.get(monitor.leader() or 0)
-            node = lead if lead is not None and r.random() < 0.9 else r.choice(nodes)
+            node = lead if lead is not None and lead in now and r.random() < 0.9 else r.choice(now)
             return node.id, node.port
 
         def drain_route() -> tuple[int, int]:
@@ -164,7 +192,7 @@ def run_once(args: argparse.Namespace, seed: int, work: Path) -> tuple[Verdict, 
         workers = [Worker(rec, i, seed, route, stop) for i in range(args.workers)]
         if net is not None and monitor is not None:
             cnodes = [n for n in nodes if isinstance(n, ClusterNode)]
-            faults = ClusterFaults(cnodes, net, monitor, rec, rng, args.faults, args.cycles)
+            faults = ClusterFaults(cnodes, net, monitor, token, rec, rng, args.faults, args.cycles)
         else:
             faults = NodeFaults(nodes, rec, rng, args.faults, args.cycles)
         started = time.monotonic()
@@ -222,6 +250,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cycles", type=int, default=None,
                    help="faults per run (instead of --seconds)")  # fmt: skip
     p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--jobs", type=int, default=1,
+                   help="runs at once, each in a process of its own")  # fmt: skip
     p.add_argument(
         "--nodes",
         type=int,
@@ -262,27 +292,78 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    failed = 0
-    totals: Counter[str] = Counter()
-    for seed in range(args.seed, args.seed + args.runs):
-        base = args.keep if args.keep is not None else Path(tempfile.gettempdir())
-        base.mkdir(parents=True, exist_ok=True)
+@dataclass
+class Outcome:
+    """One seed's result, as a worker process hands it back."""
+
+    seed: int
+    lines: list[str] = field(default_factory=list)  # what to print, in order
+    counts: dict[str, int] = field(default_factory=dict)
+    ok: bool = False
+    error: str | None = None  # a harness error: the run says nothing either way
+
+
+def one_seed(args: argparse.Namespace, seed: int) -> Outcome:
+    """Run ``seed``, again on other ports (up to PORT_TRIES times) while a node's port
+    was taken by another process; any other failure of the harness is reported as
+    such, with the run's directory kept."""
+    out = Outcome(seed)
+    base = args.keep if args.keep is not None else Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, PORT_TRIES + 1):
         work = Path(tempfile.mkdtemp(prefix=f"cluster-chaos-{seed}-", dir=base))
-        v, line = run_once(args, seed, work)
-        print(line, flush=True)
-        totals.update(v.counts())
+        try:
+            v, line = run_once(args, seed, work)
+        except PortTaken as e:
+            out.lines.append(f"seed {seed}: attempt {attempt} void: {e}")
+            if args.keep is None:
+                shutil.rmtree(work, ignore_errors=True)
+            continue
+        except Exception as e:  # any failure of the harness is reported
+            out.error = f"{type(e).__name__}: {e}"
+            out.lines.append(f"seed {seed}: harness error: {out.error}; kept in {work}")
+            return out
+        out.lines.append(line)
+        out.counts = v.counts()
+        out.ok = v.ok
         if not v.ok:
-            failed += 1
-            print(report(v), flush=True)
-            print(f"  history kept in {work}", flush=True)
+            out.lines += [report(v), f"  history kept in {work}"]
         elif args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
+        return out
+    out.error = f"a node's port was taken on each of {PORT_TRIES} tries"
+    out.lines.append(f"seed {seed}: harness error: {out.error}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    seeds = range(args.seed, args.seed + args.runs)
+    failed = errors = 0
+    totals: Counter[str] = Counter()
+
+    def take(out: Outcome) -> None:
+        nonlocal failed, errors
+        for line in out.lines:
+            print(line, flush=True)
+        totals.update(out.counts)
+        if out.error is not None:
+            errors += 1
+        elif not out.ok:
+            failed += 1
+
+    if args.jobs == 1:
+        for seed in seeds:
+            take(one_seed(args, seed))
+    else:
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(args.jobs, mp_context=spawn) as pool:
+            for future in as_completed([pool.submit(one_seed, args, s) for s in seeds]):
+                take(future.result())
     if args.runs > 1:
         counts = " ".join(f"{k} {n}" for k, n in totals.items())
-        print(f"{args.runs} runs, {failed} failed; {counts}")
-    return 1 if failed else 0
+        print(f"{args.runs} runs, {failed} failed, {errors} harness errors; {counts}")
+    return 1 if failed or errors else 0
 
 
 if __name__ == "__main__":

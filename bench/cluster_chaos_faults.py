@@ -20,6 +20,15 @@ its links out, or only its links in, cut), ``stall`` (both ways, bytes held) and
 was done (``kill``, ``term``, ``stop``/``cont``, ``wipe``, ``restart``) and link
 faults as ``link-cut``, ``link-oneway``, ``link-stall``, ``link-latency`` with the
 peers and direction, then ``heal``.
+
+Two more in a cluster: ``power`` (a simulated power loss: SIGKILL, the node's files
+cut back to what it had fsynced, bench/cluster_chaos_power.py, restart; of one node,
+the leader half the time, or a quarter of the time of every member at once; recorded
+as ``power``, then ``cut`` with what was removed and cut, then ``restart``), and
+``members`` (the cluster grows by its spare nodes, serves for the hold time and
+shrinks back, through ``beanpole cluster add|promote|remove``,
+bench/cluster_chaos_members.py). Every
+fault but ``members`` hits only the nodes that are members at the time.
 """
 
 from __future__ import annotations
@@ -30,15 +39,20 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from cluster_chaos_load import Recorder
+from cluster_chaos_members import Members
 from cluster_chaos_nodes import ClusterNode, Monitor, Net
+from cluster_chaos_power import cut
 from cluster_chaos_proxy import Proxy
 
 NODE_FAULTS = ("kill", "term", "stop", "cut", "oneway", "stall", "latency")
 CLUSTER_FAULTS = ("kill-leader", "kill-follower", "kill-all", "term", "stop-leader", "wipe",
-                  "isolate-leader", "cut", "oneway", "stall", "latency")  # fmt: skip
+                  "isolate-leader", "cut", "oneway", "stall", "latency", "power",
+                  "members")  # fmt: skip
+POWER_ALL = 0.25  # the share of power losses that hit every member at once
 ISOLATE_HOLD = (1.5, 4.0)  # seconds the leader is cut off: long enough for a new one
 FAULT_GAP = (0.3, 2.0)  # seconds between faults
 FAULT_HOLD = (0.1, 2.0)  # seconds a fault lasts
@@ -144,15 +158,25 @@ class ClusterFaults(Faults):
     """Faults on the node processes of a cluster and the links between them."""
 
     def __init__(self, nodes: Sequence[ClusterNode], net: Net, monitor: Monitor,
-                 *args: Any) -> None:  # fmt: skip
+                 token: Path | None, *args: Any) -> None:  # fmt: skip
         super().__init__(*args)
-        self.nodes = {n.id: n for n in nodes}
+        self.all = {n.id: n for n in nodes}
         self.net = net
         self.monitor = monitor
+        self.members = (
+            None if token is None else Members(net, self.all, monitor, token, self.rng, self.note)
+        )
+
+    @property
+    def nodes(self) -> dict[int, ClusterNode]:
+        """The members: the nodes the faults hit (spares and removed nodes are not)."""
+        return {i: n for i, n in self.all.items() if i in self.net.members}
 
     def leader(self) -> ClusterNode:
         node = self.monitor.wait_leader(LEADER_WAIT)
-        return self.nodes[node] if node is not None else self.rng.choice(list(self.nodes.values()))
+        if node is not None and node in self.net.members:
+            return self.all[node]
+        return self.rng.choice(list(self.nodes.values()))
 
     def follower(self, besides: int | None = None) -> ClusterNode:
         lead = self.monitor.leader() if besides is None else besides
@@ -185,6 +209,19 @@ class ClusterFaults(Faults):
             for node in self.nodes.values():
                 node.start()
                 self.note("restart", node.id)
+        elif kind == "power":
+            hit = list(self.nodes.values()) if self.rng.random() < POWER_ALL else [self.either()]
+            for node in hit:
+                self.note("power", node.id, role=self._role(node.id))
+                node.down("kill")
+                self.note("cut", node.id, **cut(node.dir, node.synced, self.rng).summary())
+            time.sleep(hold / 2)
+            for node in hit:
+                node.start()
+                self.note("restart", node.id)
+        elif kind == "members":
+            assert self.members is not None
+            self.members.cycle(hold)
         elif kind == "stop-leader":
             node = self.leader()
             self.note("stop", node.id, role=self._role(node.id))

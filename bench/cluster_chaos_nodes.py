@@ -38,12 +38,15 @@ itself, and holds a connection open while it does. It records, as history faults
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -56,6 +59,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from servechild import BeanpoleChild
 
 HOME = "127.0.0.1"
+PORT_RANGE = (20000, 32000)  # below the ephemeral range
+PORT_REGISTRY = Path(tempfile.gettempdir()) / "beanpole-chaos-ports"
+SYNC_RECORD_ENV = "BEANPOLE_SYNC_RECORD"  # rust/cluster/src/synced.rs
+SYNC_STALL_ENV = "BEANPOLE_SYNC_STALL_MS"  # the same: each log fsync held back
+SYNC_STALLS = (0, 0, 0, 5, 20)  # milliseconds, one drawn per node start
 PROBE_EVERY = 0.025  # seconds between probes of a node that does not serve
 HOLD_EVERY = 0.05  # seconds between the requests on a serving node's held connection
 REPLY_WAIT = 0.5  # seconds a probe waits for its answer
@@ -73,24 +81,82 @@ def name(node: int) -> str:
     return f"bp-node{node}"
 
 
-def free_port(hosts: Sequence[str], rng: random.Random) -> int:
-    """A port free on every one of ``hosts``, below the kernel's ephemeral range (32768
-    and up on Linux), so that no outgoing connection takes it while a node is down."""
-    for _ in range(500):
-        port = rng.randrange(20000, 32000)
-        socks = []
-        try:
-            for host in hosts:
-                s = socket.socket()
-                socks.append(s)
-                s.bind((host, port))
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-        return port
-    raise RuntimeError(f"no port free on {', '.join(hosts)}")
+class PortTaken(RuntimeError):
+    """A node could not bind one of its addresses: another process took the port
+    after the harness chose it. The run is void (retried, or counted as a harness
+    error), never a pass."""
+
+
+class NodeStartError(RuntimeError):
+    """A node process ended before it said it was serving."""
+
+
+class Ports:
+    """Ports for one run's nodes, claimed in a registry shared by every harness
+    process on this machine, so that parallel runs and batches never pick the same
+    port, and free (bound and released) on every host when claimed.
+
+    The registry is a directory with one file per claimed port holding the
+    claimer's pid; a claim is made under an exclusive ``flock`` of the registry's
+    lock file, and a port whose claimer is no longer alive is free again. The ports
+    are below the kernel's ephemeral range (32768 and up on Linux), so no outgoing
+    connection takes one while its node is down between a kill and its restart;
+    a process outside the registry that binds one explicitly still can, and the
+    node's start then raises ``PortTaken``."""
+
+    def __init__(self, rng: random.Random, registry: Path = PORT_REGISTRY) -> None:
+        self.rng = rng
+        self.registry = registry
+        self.claimed: list[int] = []
+
+    def claim(self, hosts: Sequence[str]) -> int:
+        self.registry.mkdir(parents=True, exist_ok=True)
+        with (self.registry / ".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            for _ in range(2000):
+                port = self.rng.randrange(*PORT_RANGE)
+                entry = self.registry / str(port)
+                if _claimed_by_live(entry) or not _free(hosts, port):
+                    continue
+                entry.write_text(str(os.getpid()), encoding="ascii")
+                self.claimed.append(port)
+                return port
+        raise RuntimeError(f"no port free on {', '.join(hosts)} in {PORT_RANGE}")
+
+    def release(self) -> None:
+        for port in self.claimed:
+            with contextlib.suppress(OSError):
+                (self.registry / str(port)).unlink()
+        self.claimed = []
+
+
+def _claimed_by_live(entry: Path) -> bool:
+    try:
+        pid = int(entry.read_text(encoding="ascii"))
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _free(hosts: Sequence[str], port: int) -> bool:
+    socks = []
+    try:
+        for host in hosts:
+            s = socket.socket()
+            socks.append(s)
+            s.bind((host, port))
+    except OSError:
+        return False
+    finally:
+        for s in socks:
+            s.close()
+    return True
 
 
 def namespaces_work() -> str | None:
@@ -108,38 +174,53 @@ def namespaces_work() -> str | None:
 
 
 class Net:
-    """The cluster's addresses, its file, each node's hosts file, and the proxies of
-    every directed link between two nodes."""
+    """The cluster's addresses, its files, each node's hosts file, and the proxies of
+    every directed link between two nodes.
 
-    def __init__(self, n: int, work: Path) -> None:
-        rng = random.Random()  # ports need not repeat between runs of a seed
-        self.ids = list(range(1, n + 1))
-        self.client = {j: free_port([HOME], rng) for j in self.ids}
-        self.peer = {
-            j: free_port([HOME, *(link_host(i, j) for i in self.ids if i != j)], rng)
-            for j in self.ids
-        }
-        self.file = work / "cluster.toml"
-        self.file.write_text(
-            "".join(
-                f'[[node]]\nid = {j}\nclient = "{HOME}:{self.client[j]}"\n'
-                f'peer = "{name(j)}:{self.peer[j]}"\n'
+    ``n`` nodes make the cluster (``cluster.toml`` lists them: the lowest id
+    initializes the cluster with them) and ``spares`` more may join it later
+    (``cluster-all.toml`` lists every node: what the spares start with and what
+    ``beanpole cluster add|promote|remove`` is given). ``members`` is the set of
+    nodes the harness has made members; the faults and the clients use only those."""
+
+    def __init__(self, n: int, work: Path, spares: int = 0) -> None:
+        self.ports = Ports(random.Random())  # ports need not repeat between runs of a seed
+        self.ids = list(range(1, n + spares + 1))
+        self.members = set(self.ids[:n])
+        self.links: dict[tuple[int, int], Proxy] = {}
+        try:
+            self.client = {j: self.ports.claim([HOME]) for j in self.ids}
+            self.peer = {
+                j: self.ports.claim([HOME, *(link_host(i, j) for i in self.ids if i != j)])
                 for j in self.ids
-            ),
-            encoding="utf-8",
-        )
+            }
+        except BaseException:
+            self.ports.release()
+            raise
+        self.file = self._write(work / "cluster.toml", self.ids[:n])
+        self.all_file = self._write(work / "cluster-all.toml", self.ids)
         self.hosts: dict[int, Path] = {}
-        for i in self.ids:
+        for i in [0, *self.ids]:  # 0: the harness's own view, every name direct
             lines = [f"{HOME} localhost", "::1 localhost ip6-localhost"]
-            lines += [f"{HOME if j == i else link_host(i, j)} {name(j)}" for j in self.ids]
+            lines += [f"{HOME if i in (0, j) else link_host(i, j)} {name(j)}" for j in self.ids]
             self.hosts[i] = work / f"hosts{i}"
             self.hosts[i].write_text("\n".join(lines) + "\n", encoding="utf-8")
-        self.links: dict[tuple[int, int], Proxy] = {}
         for i in self.ids:
             for j in self.ids:
                 if i != j:
                     proxy = Proxy((HOME, self.peer[j]), host=link_host(i, j), port=self.peer[j])
                     self.links[i, j] = proxy.start()
+
+    def _write(self, path: Path, ids: Sequence[int]) -> Path:
+        path.write_text(
+            "".join(
+                f'[[node]]\nid = {j}\nclient = "{HOME}:{self.client[j]}"\n'
+                f'peer = "{name(j)}:{self.peer[j]}"\n'
+                for j in ids
+            ),
+            encoding="utf-8",
+        )
+        return path
 
     def of(self, node: int, peers: Sequence[int], way: str) -> list[Proxy]:
         """The proxies of ``node``'s links to (``out``), from (``in``) or both ways
@@ -154,28 +235,55 @@ class Net:
     def close(self) -> None:
         for proxy in self.links.values():
             proxy.close()
+        self.ports.release()
 
 
 class ClusterNode:
     """One node process (``serve --cluster FILE --node N -b DIR`` in its own mount
-    namespace) and the proxy in front of its client address."""
+        namespace) and the proxy in front of its client address. A node that is no
+        member when the run starts (a spare) starts with the file of every node; each
+        start records the node's fsyncs (``SYNC_RECORD_ENV``) in ``synced``, for a
+        simulated power loss (bench/cluster_chaos_power.py). With ``stalls``, each start
+    holds the node's log fsyncs back a drawn number of milliseconds (``SYNC_STALLS``;
+    a slow disk), so that a power loss more often finds writes not yet synced."""
 
-    def __init__(self, ident: int, net: Net, work: Path) -> None:
+    def __init__(self, ident: int, net: Net, work: Path, token: Path | None = None,
+                 stalls: random.Random | None = None) -> None:  # fmt: skip
         self.id = ident
+        self.stalls = stalls  # draws each start's fsync stall (None: none)
+        self.stall = 0
         self.net = net
         self.dir = work / f"node{ident}"
         self.log = work / f"node{ident}.log"  # every incarnation's stderr
+        self.synced = work / f"node{ident}.synced"
+        self.file = net.file if ident in net.members else net.all_file
+        self.token = token  # --admin-token-file: membership changes allowed
         self.child: BeanpoleChild | None = None
         self.stopped = False  # SIGSTOP sent, no SIGCONT yet
         self.proxy = Proxy((HOME, net.client[ident])).start()
 
     def start(self) -> None:
+        """Start the node and wait until it serves; ``PortTaken`` if one of its
+        addresses was in use, ``NodeStartError`` if it ended for another reason."""
         prefix = ["unshare", "--mount", "sh", "-c", IN_NAMESPACE, str(self.net.hosts[self.id])]
+        more = [] if self.token is None else ["--admin-token-file", str(self.token)]
+        self.stall = 0 if self.stalls is None else self.stalls.choice(SYNC_STALLS)
         self.child = BeanpoleChild(
-            "serve", "--cluster", str(self.net.file), "--node", str(self.id),
-            "-b", str(self.dir), prefix=prefix,
+            "serve", "--cluster", str(self.file), "--node", str(self.id),
+            "-b", str(self.dir), *more, prefix=prefix,
+            env={SYNC_RECORD_ENV: str(self.synced), SYNC_STALL_ENV: str(self.stall)},
         )  # fmt: skip
-        self.child.wait_line(START_LINE.format(self.id))
+        try:
+            self.child.wait_line(START_LINE.format(self.id))
+        except AssertionError:
+            self.child.kill()
+            self._keep_log()
+            said = "".join(self.child.stderr).strip().splitlines()
+            self.child = None
+            why = f"node {self.id} did not start: {said[-1] if said else '(nothing said)'}"
+            if any("in use" in line for line in said):
+                raise PortTaken(why) from None
+            raise NodeStartError(why) from None
 
     def signal(self, sig: signal.Signals) -> None:
         assert self.child is not None
@@ -195,14 +303,19 @@ class ClusterNode:
         self.child = None
 
     def wipe(self) -> None:
-        """Remove the data directory (the node must be down)."""
+        """Remove the data directory (the node must be down), and the record of
+        what it had synced."""
         assert self.child is None
         shutil.rmtree(self.dir, ignore_errors=True)
+        self.synced.unlink(missing_ok=True)
 
     def _keep_log(self) -> None:
         assert self.child is not None
         with self.log.open("a") as f:
-            f.write(f"--- pid {self.child.proc.pid}, exit {self.child.proc.returncode}\n")
+            f.write(
+                f"--- pid {self.child.proc.pid}, exit {self.child.proc.returncode}, "
+                f"fsyncs held back {self.stall} ms\n"
+            )
             f.writelines(self.child.stderr)
 
     def close(self) -> None:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import random
 import socket
+import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -22,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import cluster_chaos
 from cluster_chaos_check import load, report
 from cluster_chaos_load import Recorder
-from cluster_chaos_nodes import ClusterNode, Monitor, Net, namespaces_work
+from cluster_chaos_nodes import ClusterNode, Monitor, Net, Ports, PortTaken, namespaces_work
 from cluster_chaos_proxy import Proxy
 
 pytestmark = pytest.mark.skipif(
@@ -48,13 +51,29 @@ needs_namespaces = pytest.mark.skipif(
 
 @needs_namespaces
 def test_a_seeded_run_on_three_nodes_with_every_fault_has_no_violation(tmp_path: Path) -> None:
-    args = cluster_chaos.parse_args(["--nodes", "3", "--seconds", "25", "--workers", "4"])
+    args = cluster_chaos.parse_args(["--nodes", "3", "--seconds", "20", "--workers", "4"])
     v, line = cluster_chaos.run_once(args, SEED, tmp_path)
     assert v.ok, f"{line}\n{report(v)}"
     assert v.acknowledged > 100, f"too little load to mean much: {line}"
     assert "faults: none" not in line
     h = load(tmp_path / "history.jsonl")
     assert sum(1 for f in h.faults if f.kind == "leader") >= 2, f"no change of leader: {line}"
+
+
+@needs_namespaces
+def test_power_losses_and_membership_changes_under_load_lose_nothing(tmp_path: Path) -> None:
+    """Nodes' files cut back to what they had fsynced, one node or all, and the
+    cluster grown to five through ``beanpole cluster add|promote`` and shrunk back
+    with ``remove`` while the clients run."""
+    args = cluster_chaos.parse_args(
+        ["--nodes", "3", "--faults", "power,members", "--cycles", "5", "--workers", "4"]
+    )
+    v, line = cluster_chaos.run_once(args, SEED, tmp_path)
+    assert v.ok, f"{line}\n{report(v)}"
+    assert v.acknowledged > 50, f"too little load to mean much: {line}"
+    h = load(tmp_path / "history.jsonl")
+    kinds = Counter(f.kind for f in h.faults)
+    assert kinds["power"] >= 1 and kinds["promote"] >= 2 and kinds["remove"] >= 2, line
 
 
 @needs_namespaces
@@ -227,3 +246,36 @@ def test_the_proxy_stalls_until_the_heal_and_follows_a_new_target() -> None:
     finally:
         proxy.close()
         listener.close()
+
+
+def test_ports_claimed_in_the_registry_are_not_given_twice_until_released(tmp_path: Path) -> None:
+    registry = tmp_path / "ports"
+    a = Ports(random.Random(1), registry)
+    b = Ports(random.Random(1), registry)  # the same draws: only the registry keeps them apart
+    mine = {a.claim(["127.0.0.1"]) for _ in range(20)}
+    theirs = {b.claim(["127.0.0.1"]) for _ in range(20)}
+    assert len(mine) == 20 and not mine & theirs
+    a.release()
+    assert not any((registry / str(p)).exists() for p in mine)
+    # A claim left by a process that is gone is free again.
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    stale = next(iter(theirs))
+    (registry / str(stale)).write_text(dead.stdout.strip())
+    c = Ports(random.Random(1), registry)
+    assert stale in {c.claim(["127.0.0.1"]) for _ in range(40)}
+
+
+@needs_namespaces
+def test_a_node_whose_port_was_taken_says_so(tmp_path: Path) -> None:
+    net = Net(3, tmp_path)
+    node = ClusterNode(1, net, tmp_path)
+    taken = socket.create_server(("127.0.0.1", net.client[1]))
+    try:
+        with pytest.raises(PortTaken, match="in use"):
+            node.start()
+        assert node.child is None
+    finally:
+        taken.close()
+        node.close()
+        net.close()

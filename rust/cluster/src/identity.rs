@@ -242,12 +242,17 @@ fn decode(bytes: &[u8]) -> Option<(NodeId, ClusterId)> {
 /// Replace the marker whole: aside, synced, renamed, directory synced.
 fn write(dir: &Path, node: NodeId, cluster: ClusterId) -> io::Result<()> {
     let aside = dir.join(format!("{FILE}.new"));
+    let bytes = encode(node, cluster);
     let mut file = File::create(&aside)?;
-    file.write_all(&encode(node, cluster))?;
+    file.write_all(&bytes)?;
     file.sync_all()?;
     drop(file);
-    std::fs::rename(&aside, dir.join(FILE))?;
-    File::open(dir)?.sync_all()
+    crate::synced::file(&aside, bytes.len() as u64);
+    let path = dir.join(FILE);
+    std::fs::rename(&aside, &path)?;
+    crate::synced::sync_dir(dir)?;
+    crate::synced::file(&path, bytes.len() as u64);
+    Ok(())
 }
 
 #[cfg(test)]

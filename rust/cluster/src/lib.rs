@@ -14,7 +14,9 @@
 //! * [`file`]: the cluster file, `cluster.toml`, read and checked;
 //! * [`node`]: a node as `serve --cluster` runs it: Raft, its peers' server,
 //!   and the engine's server for clients while it leads;
-//! * [`report`]: every node's status, for `beanpole cluster status`.
+//! * [`report`]: every node's status, for `beanpole cluster status`;
+//! * [`synced`]: what the storage has fsynced, recorded for the fault
+//!   harness's simulated power loss when the environment asks for it.
 //!
 //! The engine never imports this crate: a server without a cluster runs exactly
 //! as before. This crate imports from the engine `wal::replica` (and the
@@ -30,6 +32,7 @@ pub mod node;
 pub mod report;
 pub mod sm;
 pub mod snapshot;
+pub mod synced;
 pub mod types;
 
 use std::path::Path;

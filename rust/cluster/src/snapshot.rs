@@ -96,8 +96,12 @@ pub fn save(dir: &Path, bytes: &[u8]) -> Result<(), SnapshotError> {
     let file = File::create(&aside).map_err(io_err)?;
     file.write_all_at(bytes, 0).map_err(io_err)?;
     file.sync_all().map_err(io_err)?;
-    std::fs::rename(&aside, dir.join(FILE)).map_err(io_err)?;
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io_err)
+    crate::synced::file(&aside, bytes.len() as u64);
+    let path = dir.join(FILE);
+    std::fs::rename(&aside, &path).map_err(io_err)?;
+    crate::synced::sync_dir(dir).map_err(io_err)?;
+    crate::synced::file(&path, bytes.len() as u64);
+    Ok(())
 }
 
 /// The snapshot file in `dir`, if there is one.

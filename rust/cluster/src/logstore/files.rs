@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use crate::codec::{self, CodecError, Reader};
+use crate::synced::{self, sync_dir};
 use crate::types::{Entry, LogId, Vote};
 
 /// A segment is closed once it holds this many bytes.
@@ -212,6 +213,7 @@ impl LogFiles {
     /// will be `index`.
     fn roll(&mut self, index: u64) -> io::Result<()> {
         self.file.sync_data()?;
+        self.note_synced();
         let seq = self.last().seq + 1;
         let segment = create_segment(&self.dir, seq, index)?;
         self.file = OpenOptions::new()
@@ -224,7 +226,16 @@ impl LogFiles {
 
     /// Make everything written so far durable.
     pub fn sync(&mut self) -> io::Result<()> {
-        self.file.sync_data()
+        self.file.sync_data()?;
+        self.note_synced();
+        Ok(())
+    }
+
+    /// Tell the sync record (`synced.rs`) the current segment is synced whole.
+    fn note_synced(&mut self) {
+        let seg = self.last();
+        let (seq, len) = (seg.seq, seg.len);
+        synced::file(&self.dir.join(seg_name(seq)), len);
     }
 
     /// Remove the entries from `index` on (durably).
@@ -251,6 +262,7 @@ impl LogFiles {
             self.file.set_len(cut)?;
         }
         self.file.sync_all()?;
+        self.note_synced();
         sync_dir(&self.dir)
     }
 
@@ -286,13 +298,13 @@ impl LogFiles {
         let file = File::create(&aside)?;
         file.write_all_at(&bytes, 0)?;
         file.sync_all()?;
-        std::fs::rename(&aside, self.dir.join(name))?;
-        sync_dir(&self.dir)
+        synced::file(&aside, bytes.len() as u64);
+        let path = self.dir.join(name);
+        std::fs::rename(&aside, &path)?;
+        sync_dir(&self.dir)?;
+        synced::file(&path, bytes.len() as u64);
+        Ok(())
     }
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 fn create_segment(dir: &Path, seq: u64, first: u64) -> io::Result<Segment> {
@@ -300,9 +312,11 @@ fn create_segment(dir: &Path, seq: u64, first: u64) -> io::Result<Segment> {
     header.extend_from_slice(MAGIC);
     header.extend_from_slice(&VERSION.to_le_bytes());
     header.extend_from_slice(&(HEADER_LEN as u32).to_le_bytes());
-    let file = File::create(dir.join(seg_name(seq)))?;
+    let path = dir.join(seg_name(seq));
+    let file = File::create(&path)?;
     file.write_all_at(&header, 0)?;
     file.sync_all()?;
+    synced::file(&path, HEADER_LEN);
     sync_dir(dir)?;
     Ok(Segment {
         seq,
@@ -368,7 +382,9 @@ fn read_segment(
                 let file = OpenOptions::new().write(true).open(path);
                 file.and_then(|f| {
                     f.set_len(at as u64)?;
-                    f.sync_all()
+                    f.sync_all()?;
+                    synced::file(path, at as u64);
+                    Ok(())
                 })
                 .map_err(|source| LogError::Io {
                     dir: name.clone(),

@@ -115,7 +115,8 @@ pub struct LogStore {
     writer: Option<JoinHandle<()>>,
     /// Torn tails cut when the log was opened.
     pub warnings: Vec<String>,
-    /// Milliseconds the writer holds each group commit's fsync back (0).
+    /// Milliseconds the writer holds each group commit's fsync back (0, or
+    /// what `BEANPOLE_SYNC_STALL_MS` says at open: `synced.rs`).
     stall: Arc<AtomicU64>,
 }
 
@@ -156,7 +157,7 @@ impl LogStore {
             committed: loaded.committed,
         };
         let (ops, rx) = channel();
-        let stall = Arc::new(AtomicU64::new(0));
+        let stall = Arc::new(AtomicU64::new(crate::synced::stall_at_open()));
         let writer = Writer::new(files, Arc::clone(&stall), fsync);
         let handle = std::thread::Builder::new()
             .name("beanpole-raft-log".into())

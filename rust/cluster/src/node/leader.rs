@@ -196,6 +196,22 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
         Ok(Ok(_)) => {}
         _ => return None,
     }
+    // Not only what it knows to be committed: everything in its log. A node
+    // restarted with its own committed vote leads again in the same term
+    // (openraft 0.9 restores it), and `ensure_linearizable` then waits only
+    // for its term's first entry, though later ones may have been committed
+    // and acknowledged before the stop (the saved committed index, written
+    // unsynced, lags or is lost with a power loss). A leader's whole log is
+    // committed once a majority matches it.
+    let last = leading.raft.metrics().borrow().last_log_index;
+    let applied = leading.raft.wait(Some(CATCH_UP));
+    if applied
+        .applied_index_at_least(last, "the leader's log applied")
+        .await
+        .is_err()
+    {
+        return None;
+    }
     {
         let m = leading.raft.metrics();
         let m = m.borrow();
