@@ -328,31 +328,23 @@ impl Record {
                 owner,
                 seq,
                 ref reply,
-            } => {
-                let start = out.len();
-                out.extend_from_slice(&[0; FRAME_LEN]);
-                out.push(11);
+            } => sized_record(out, 11, |out| {
                 out.extend_from_slice(&owner.to_le_bytes());
                 out.extend_from_slice(&seq.to_le_bytes());
                 out.extend_from_slice(&(reply.len() as u32).to_le_bytes());
                 out.extend_from_slice(reply);
-                seal(&mut out[start..])
-            }
+            }),
             Record::End { owner } => id_record(out, 12, owner),
             Record::Pause {
                 ref tube,
                 delay,
                 until,
-            } => {
-                let start = out.len();
-                out.extend_from_slice(&[0; FRAME_LEN]);
-                out.push(13);
+            } => sized_record(out, 13, |out| {
                 out.extend_from_slice(&delay.to_le_bytes());
                 out.extend_from_slice(&until.to_le_bytes());
                 out.extend_from_slice(&(tube.len() as u16).to_le_bytes());
                 out.extend_from_slice(tube);
-                seal(&mut out[start..])
-            }
+            }),
         }
     }
 
@@ -448,6 +440,16 @@ impl<const N: usize> Fields<N> {
 
 fn id_record(out: &mut Vec<u8>, kind: u8, id: u64) -> usize {
     append_sealed(out, Fields::<DELETE_RECORD_LEN>::new(kind).u64(id).done())
+}
+
+/// Append a record of `kind` whose payload `payload` writes (a record with a
+/// field of its own length), framed and sealed.
+fn sized_record(out: &mut Vec<u8>, kind: u8, payload: impl FnOnce(&mut Vec<u8>)) -> usize {
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME_LEN]);
+    out.push(kind);
+    payload(out);
+    seal(&mut out[start..])
 }
 
 /// Seal a whole record built on the stack and append it.

@@ -74,6 +74,13 @@ fn attach(st: &mut Store, owner: u64, acked: u64) -> Result<(ConnId, u64), Attac
     r
 }
 
+/// Put a job with body `x` and time to run `ttr` s on `conn`, at 1 s; its id.
+fn put_x(st: &mut Store, conn: ConnId, ttr: u32) -> u64 {
+    let id = st.begin_put(conn);
+    st.put(conn, id, 1, 0, ttr, &b"x\r\n"[..], S).unwrap();
+    id
+}
+
 /// One command of a session: `run` applies it, its reply is noted.
 fn noted(st: &mut Store, conn: ConnId, reply: &[u8]) {
     st.note_reply(conn, reply.to_vec());
@@ -141,8 +148,7 @@ fn a_detached_session_ends_after_the_grace_time_and_gives_its_jobs_back() {
     let mut replica = Replica::new();
     let (mut a, sink) = leader(&replica, S);
     let (conn, _) = attach(&mut a, 5, 0).unwrap();
-    let id = a.begin_put(conn);
-    a.put(conn, id, 1, 0, 100, &b"x\r\n"[..], S).unwrap();
+    put_x(&mut a, conn, 100);
     noted(&mut a, conn, b"INSERTED 1\r\n");
     a.reserve(conn, None, S);
     noted(&mut a, conn, b"RESERVED 1 1\r\n");
@@ -174,8 +180,7 @@ fn a_session_whose_client_quits_gives_its_jobs_back_at_once_and_for_good() {
     let mut replica = Replica::new();
     let (mut a, sink) = leader(&replica, S);
     let (conn, _) = attach(&mut a, 9, 0).unwrap();
-    let id = a.begin_put(conn);
-    a.put(conn, id, 1, 0, 100, &b"x\r\n"[..], S).unwrap();
+    put_x(&mut a, conn, 100);
     a.reserve(conn, None, S);
     a.disconnect(conn, S);
     ok(&a);
@@ -194,8 +199,7 @@ fn an_attached_session_is_busy_and_old_replies_are_lost() {
     assert_eq!(attach(&mut a, 3, 0), Err(AttachError::Busy));
     let n = crate::wal::session::REPLIES_KEPT as u64 + 5;
     for _ in 0..n {
-        let id = a.begin_put(conn);
-        a.put(conn, id, 1, 0, 100, &b"x\r\n"[..], S).unwrap();
+        let id = put_x(&mut a, conn, 100);
         noted(&mut a, conn, format!("INSERTED {id}\r\n").as_bytes());
         a.record_replies(conn);
     }
@@ -215,8 +219,7 @@ fn a_touch_moves_the_replicated_deadline() {
     let mut replica = Replica::new();
     let (mut a, sink) = leader(&replica, S);
     let (conn, _) = attach(&mut a, 4, 0).unwrap();
-    let id = a.begin_put(conn);
-    a.put(conn, id, 1, 0, 10, &b"x\r\n"[..], S).unwrap();
+    let id = put_x(&mut a, conn, 10);
     a.reserve(conn, None, S);
     // Touched at 8 s: the TTR now ends at 18 s, not 11 s.
     assert!(a.touch(conn, id, 8 * S));
@@ -238,8 +241,7 @@ fn a_pause_outlives_the_leader_and_ends_when_it_would_have() {
     let (mut a, sink) = leader(&replica, S);
     let (conn, _) = connect(&mut a);
     a.use_tube(conn, b"mail");
-    let id = a.begin_put(conn);
-    a.put(conn, id, 1, 0, 10, &b"x\r\n"[..], S).unwrap();
+    put_x(&mut a, conn, 10);
     // Paused for 30 s at 1 s; "other" is paused and unpaused again.
     assert!(a.pause_tube(b"mail", 30, S));
     let other = a.begin_put(conn);
@@ -278,8 +280,7 @@ fn a_pause_outlives_the_leader_and_ends_when_it_would_have() {
 fn holding_one(replica: &Replica, grace: u64) -> (Store, Arc<Collect>, ConnId) {
     let (mut a, sink) = leader_with(replica, S, grace);
     let (conn, _) = attach(&mut a, 6, 0).unwrap();
-    let id = a.begin_put(conn);
-    a.put(conn, id, 1, 0, 100, &b"x\r\n"[..], S).unwrap();
+    put_x(&mut a, conn, 100);
     noted(&mut a, conn, b"INSERTED 1\r\n");
     a.reserve(conn, None, S);
     noted(&mut a, conn, b"RESERVED 1 1\r\n");
