@@ -133,6 +133,17 @@ def phases(cluster: Cluster, survivors: Sequence[int], t0: float) -> dict[str, f
     return out
 
 
+def start_caught_up(cluster: Cluster) -> float:
+    """Start every node and wait until each follower holds the leader's log; when
+    the leader is known to lead from."""
+    cluster.start_all()
+    lead = cluster.leader()
+    for node in cluster.nodes:
+        if node != lead:
+            cluster.wait_caught_up(node, lead)
+    return time.monotonic()
+
+
 def failovers(
     root: Path, sig: int, count: int, timing: Timing | None, nodes: int = 3
 ) -> list[Failover]:
@@ -140,12 +151,7 @@ def failovers(
     cluster = Cluster(root, nodes, timing)
     out: list[Failover] = []
     try:
-        cluster.start_all()
-        lead = cluster.leader()
-        for node in cluster.nodes:
-            if node != lead:
-                cluster.wait_caught_up(node, lead)
-        led_from = time.monotonic()
+        led_from = start_caught_up(cluster)
         for i in range(count):
             victim = cluster.leader()
             survivors = [n for n in cluster.nodes if n != victim]
@@ -157,7 +163,7 @@ def failovers(
                 cluster, survivors, t0, pid if sig == signal.SIGTERM else None
             )
             led_from = t0 + seconds
-            # Any survivor answers (a follower relays to the leader): the new
+            # Any survivor answers (a follower forwards to the leader): the new
             # leader is asked of the nodes.
             winner = cluster.leader(survivors)
             status = cluster.wait_exit(victim)
@@ -188,12 +194,7 @@ def removals(root: Path, count: int, timing: Timing | None, nodes: int = 3) -> l
     cluster = Cluster(root, nodes, timing, token=True)
     out: list[Failover] = []
     try:
-        cluster.start_all()
-        lead = cluster.leader()
-        for node in cluster.nodes:
-            if node != lead:
-                cluster.wait_caught_up(node, lead)
-        led_from = time.monotonic()
+        led_from = start_caught_up(cluster)
         for i in range(count):
             victim = cluster.leader()
             survivors = [n for n in cluster.nodes if n != victim]

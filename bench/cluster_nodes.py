@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -268,20 +268,32 @@ def log_holds(raft_dir: Path, mark: bytes, tail: int = 1 << 20) -> bool:
         return mark in f.read()
 
 
-def try_put(port: int, body: bytes, timeout: float = 1.0) -> int | None:
-    """One put on a new connection: the job id if the node answered INSERTED, None if it
-    closed the connection, refused it, or said nothing within ``timeout``."""
+def _exchange(
+    port: int, data: bytes, done: Callable[[bytes], bool], timeout: float
+) -> bytes | None:
+    """Send ``data`` on a new connection and read until ``done`` says the answer is whole;
+    None if the connection was refused or closed first, or nothing came within ``timeout``."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            s.sendall(b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+            s.sendall(data)
             reply = b""
-            while not reply.endswith(b"\r\n"):
-                chunk = s.recv(64)
+            while not done(reply):
+                chunk = s.recv(65536)
                 if not chunk:
                     return None
                 reply += chunk
     except OSError:
+        return None
+    return reply
+
+
+def try_put(port: int, body: bytes, timeout: float = 1.0) -> int | None:
+    """One put on a new connection: the job id if the node answered INSERTED, None if it
+    closed the connection, refused it, or said nothing within ``timeout``."""
+    put = b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body)
+    reply = _exchange(port, put, lambda r: r.endswith(b"\r\n"), timeout)
+    if reply is None:
         return None
     if not reply.startswith(b"INSERTED "):
         raise RuntimeError(f"a put was answered {reply!r}")
@@ -290,19 +302,13 @@ def try_put(port: int, body: bytes, timeout: float = 1.0) -> int | None:
 
 def served_by(port: int, body: bytes, timeout: float = 1.0) -> int | None:
     """One put on a new connection, and ``stats`` after it: the pid of the process whose
-    server answered (through a follower's relay, the leader's), or None if the put was not
+    server answered (through a follower, the leader's), or None if the put was not
     answered INSERTED or the connection closed."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            s.sendall(b"put 0 0 60 %d\r\n%s\r\nstats\r\n" % (len(body), body))
-            reply = b""
-            while b"\npid: " not in reply or not reply.endswith(b"\r\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    return None
-                reply += chunk
-    except OSError:
+    data = b"put 0 0 60 %d\r\n%s\r\nstats\r\n" % (len(body), body)
+    reply = _exchange(
+        port, data, lambda r: b"\npid: " in r and r.endswith(b"\r\n"), timeout
+    )
+    if reply is None:
         return None
     if not reply.startswith(b"INSERTED "):
         raise RuntimeError(f"a put was answered {reply[:40]!r}")

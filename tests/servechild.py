@@ -234,6 +234,18 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def cluster_file(directory: Path, n: int = 3) -> tuple[Path, dict[int, int]]:
+    """A cluster file of ``n`` loopback nodes in ``directory``; their client ports by id."""
+    clients = {i: free_port() for i in range(1, n + 1)}
+    text = "".join(
+        f'[[node]]\nid = {i}\nclient = "127.0.0.1:{port}"\npeer = "127.0.0.1:{free_port()}"\n'
+        for i, port in clients.items()
+    )
+    path = directory / "cluster.toml"
+    path.write_text(text, encoding="utf-8")
+    return path, clients
+
+
 def have_ipv6_loopback() -> bool:
     try:
         with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:

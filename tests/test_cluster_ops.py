@@ -21,7 +21,7 @@ import greenstalk
 import pytest
 
 from rawhttp import Answer, get
-from servechild import BeanpoleChild
+from servechild import BeanpoleChild, cluster_file
 from tlscerts import client_context, make_certs
 
 DEADLINE = 30.0  # seconds for what a cluster does in well under one
@@ -47,22 +47,6 @@ def install(node):
 '''
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def write_cluster_file(tmp_path: Path, n: int = 3) -> tuple[Path, dict[int, int]]:
-    clients = {i: free_port() for i in range(1, n + 1)}
-    text = "".join(
-        f'[[node]]\nid = {i}\nclient = "127.0.0.1:{port}"\npeer = "127.0.0.1:{free_port()}"\n'
-        for i, port in clients.items()
-    )
-    path = tmp_path / "cluster.toml"
-    path.write_text(text, encoding="utf-8")
-    return path, clients
 
 
 @dataclass
@@ -138,7 +122,7 @@ def heard(node: NodeProc, *wanted: list[object]) -> list[list[object]]:
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[Path, dict[int, NodeProc]]]:
     (tmp_path / "nodehooks.py").write_text(HOOK_MODULE, encoding="utf-8")
-    path, _clients = write_cluster_file(tmp_path)
+    path, _clients = cluster_file(tmp_path)
     nodes: dict[int, NodeProc] = {}
     try:
         for n in (1, 2, 3):
@@ -268,7 +252,7 @@ def test_a_follower_alone_is_not_ready_because_it_knows_no_leader(
 def test_https_endpoint_on_a_node(tmp_path: Path) -> None:
     certs = make_certs(tmp_path)
     (tmp_path / "nodehooks.py").write_text(HOOK_MODULE, encoding="utf-8")
-    path, _clients = write_cluster_file(tmp_path, 1)
+    path, _clients = cluster_file(tmp_path, 1)
     child = BeanpoleChild(
         "serve", "--cluster", str(path), "--node", "1", "-b", str(tmp_path / "node1"),
         "--http", "tls:127.0.0.1:0", "--tls-cert", str(certs.server_cert),
@@ -288,7 +272,7 @@ def test_https_endpoint_on_a_node(tmp_path: Path) -> None:
 
 def test_bad_node_settings_get_one_line(tmp_path: Path) -> None:
     (tmp_path / "badhooks.py").write_text(BAD_HOOK_MODULE, encoding="utf-8")
-    path, _clients = write_cluster_file(tmp_path, 1)
+    path, _clients = cluster_file(tmp_path, 1)
     base = ("serve", "--cluster", str(path), "--node", "1", "-b", str(tmp_path / "d"))
 
     def fails(*args: str) -> str:

@@ -23,28 +23,11 @@ from pathlib import Path
 import greenstalk
 import pytest
 
-from servechild import BeanpoleChild
+from servechild import BeanpoleChild, cluster_file
 
 DEADLINE = 30.0  # seconds for a cluster to elect a leader that serves
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def cluster_file(tmp_path: Path, n: int = 3) -> tuple[Path, dict[int, int]]:
-    """A cluster file of ``n`` loopback nodes; their client ports by id."""
-    clients = {i: free_port() for i in range(1, n + 1)}
-    text = "".join(
-        f'[[node]]\nid = {i}\nclient = "127.0.0.1:{port}"\npeer = "127.0.0.1:{free_port()}"\n'
-        for i, port in clients.items()
-    )
-    path = tmp_path / "cluster.toml"
-    path.write_text(text, encoding="utf-8")
-    return path, clients
 
 
 def start_node(path: Path, node: int, data: Path, *more: str) -> BeanpoleChild:
