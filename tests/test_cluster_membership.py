@@ -12,8 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from servechild import BeanpoleChild
-from test_cluster_serve import DEADLINE, free_port, leader
+from servechild import BeanpoleChild, free_port
+from test_cluster_serve import DEADLINE, leader
 
 TOKEN = "membership-test-token"
 
