@@ -429,7 +429,7 @@ impl Store {
         self.tubes.get_mut(tube).reserved_ct += 1;
         self.counts.reserved += 1;
         self.journal(crate::wal::format::Record::Reserve { id });
-        self.journal_hold(conn, id, deadline);
+        self.journal_hold(conn, id, deadline, false);
         self.emit(EventKind::Reserve, slot);
         self.timers.push(deadline, Timer::Ttr(id));
         self.compact_timers();

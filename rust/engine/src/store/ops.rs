@@ -339,7 +339,7 @@ impl Store {
         };
         job.deadline = now + u64::from(job.ttr) * SECOND;
         let (deadline, id) = (job.deadline, job.id);
-        self.journal_hold(conn, id, deadline);
+        self.journal_hold(conn, id, deadline, true);
         self.timers.push(deadline, Timer::Ttr(id));
         self.compact_timers();
         self.emit(EventKind::Touch, slot);

@@ -262,8 +262,11 @@ impl Store {
         }
     }
 
-    /// A job was just given to `conn`: journal the hold if it is a session's.
-    pub(super) fn journal_hold(&mut self, conn: ConnId, id: u64, deadline: u64) {
+    /// A job was just given to `conn` (`touched`: its TTR restarted instead):
+    /// journal the hold if it is a session's. A touch keeps the number of the
+    /// command that reserved the job; a new reservation takes the number of
+    /// the command it answers, even of a job this session held before.
+    pub(super) fn journal_hold(&mut self, conn: ConnId, id: u64, deadline: u64, touched: bool) {
         if !self.sessions_on {
             return;
         }
@@ -271,9 +274,13 @@ impl Store {
             return;
         };
         let owner = s.owner;
-        let seq = match s.grants.iter().find(|&&(j, _)| j == id) {
-            Some(&(_, seq)) => seq,
-            None => {
+        let earlier = s.grants.iter().position(|&(j, _)| j == id);
+        let seq = match earlier {
+            Some(at) if touched => s.grants[at].1,
+            _ => {
+                if let Some(at) = earlier {
+                    s.grants.swap_remove(at);
+                }
                 let seq = s.seq + 1;
                 s.grants.push((id, seq));
                 seq

@@ -362,3 +362,91 @@ fn a_huge_grace_time_never_ends_a_session() {
     assert_eq!(a.stats().reserved, 1);
     assert!(a.session_detached(conn));
 }
+
+/// The chaos harness's seed 13006: a session's reserve waits; a delayed job's
+/// delay ends and the job is handed to it by the timer's pass, which journals
+/// the hold; the term ends before a pass of the session's own records its
+/// replies. The next leader must answer the resent reserve with that job, not
+/// reserve another while the first stays held by a session nobody knows of.
+#[test]
+fn a_reserve_answered_by_a_timer_is_replayed_with_its_job_after_a_change_of_leader() {
+    let mut replica = Replica::new();
+    let (mut a, sink) = leader(&replica, S);
+    let other = a.connect(Arc::new(Counter::default()));
+    let (conn, _) = attach(&mut a, 42, 0).unwrap();
+    // Commands 1-3: watch q, ignore default, a peek (none changes anything
+    // journaled, so their replies wait to be recorded with a later change).
+    a.use_tube(other, b"q");
+    let delayed = a.begin_put(other);
+    a.put(other, delayed, 1, 1, 30, &b"soon\r\n"[..], S)
+        .unwrap();
+    a.watch(conn, b"q");
+    assert_eq!(a.ignore(conn, b"default"), Ok(1));
+    noted(&mut a, conn, b"WATCHING 2\r\n");
+    noted(&mut a, conn, b"WATCHING 1\r\n");
+    noted(&mut a, conn, b"NOT_FOUND\r\n");
+    // Command 4: reserve, nothing ready in `q`: it waits.
+    assert_eq!(a.reserve(conn, None, S), ReserveOutcome::Waiting);
+    commit(&mut a, &sink, &mut replica);
+    // The delay ends: the timer's pass hands the job over and journals the hold.
+    a.tick(2 * S + MS);
+    ok(&a);
+    commit(&mut a, &sink, &mut replica);
+    // The term ends before the session's connection takes its delivery.
+
+    let (mut b, _sink) = leader(&replica, 3 * S);
+    let (conn, _last) = attach(&mut b, 42, 3).unwrap();
+    assert_eq!(
+        b.replay(conn, 4),
+        Some(Replay::Reserved {
+            id: delayed,
+            body: Bytes::from_static(b"soon\r\n")
+        }),
+        "the resent reserve is answered with the job it got"
+    );
+}
+
+/// Reserve on `conn`, which must give job `id` at once.
+fn reserve_x(st: &mut Store, conn: ConnId, id: u64) {
+    let ReserveOutcome::Now(Delivery::Reserved { id: got, .. }) = st.reserve(conn, Some(0), S)
+    else {
+        panic!("no job")
+    };
+    assert_eq!(got, id);
+    ok(st);
+}
+
+/// The chaos harness's seed 13006, second half: a session reserves a job,
+/// releases it with a delay, and reserves it again; the second hold must carry
+/// the second reserve's number, or its resent copy is not recognised after a
+/// change of leader and reserves another job while this one stays held.
+#[test]
+fn a_job_reserved_again_by_the_same_session_is_replayed_by_the_later_command() {
+    let mut replica = Replica::new();
+    let (mut a, sink) = leader(&replica, S);
+    let (conn, _) = attach(&mut a, 9, 0).unwrap();
+    let id = put_x(&mut a, conn, 30);
+    noted(&mut a, conn, format!("INSERTED {id}\r\n").as_bytes());
+    // Command 2: reserve; 3: release; 4: reserve again.
+    reserve_x(&mut a, conn, id);
+    noted(&mut a, conn, format!("RESERVED {id} 1\r\n").as_bytes());
+    assert!(a.release(conn, id, 1, 0, S));
+    noted(&mut a, conn, b"RELEASED\r\n");
+    a.record_replies(conn);
+    ok(&a);
+    reserve_x(&mut a, conn, id);
+    // The term ends before this reserve's reply is recorded.
+    commit(&mut a, &sink, &mut replica);
+
+    let (mut b, _sink) = leader(&replica, 2 * S);
+    let (conn, last) = attach(&mut b, 9, 3).unwrap();
+    assert_eq!(last, 3);
+    assert_eq!(
+        b.replay(conn, 4),
+        Some(Replay::Reserved {
+            id,
+            body: Bytes::from_static(b"x\r\n")
+        })
+    );
+    assert_eq!(b.replay(conn, 2), None, "the first reservation is over");
+}
