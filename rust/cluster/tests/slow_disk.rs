@@ -24,9 +24,10 @@ async fn fsync_stalls_cause_no_election() -> Result<(), Error> {
     let term = leader.raft.metrics().borrow().current_term;
 
     // The leader's disk: every fsync 600 ms, half again the election timeout's
-    // maximum. (openraft 0.9 holds the leader's replication commands behind its
-    // own log flush, so a stall well past the lease plus an election timeout,
-    // 1 s here, does end in an election: a disk that stuck is a failed leader.)
+    // maximum. (These stores wait for every append's fsync, a leader's too, as
+    // openraft 0.9 asks: a stall well past the lease plus an election timeout
+    // would end in an election. A node's leader does not wait for its own:
+    // `leader_disk.rs`.)
     leader.stall.store(600, Ordering::SeqCst);
     let mut id = 1;
     for _ in 0..5 {

@@ -7,6 +7,20 @@
 //! before `save_vote` returns. Truncation and purge are ordered after every
 //! write before them, as the writer takes operations in order.
 //!
+//! But for a leader's own appends. openraft 0.9's core waits for each append's
+//! callback before it goes on, and a leader sends new entries to its followers
+//! only after that: so its fsync and theirs would follow one another instead of
+//! overlapping. An append made while this node's saved vote is a committed vote
+//! for itself (it leads that term, and a follower's appends always come after
+//! the save of another leader's vote) is reported at once, and becomes durable
+//! with the next group commit. openraft may then count an entry committed with
+//! only one follower's copy on disk; so nothing outside openraft may take
+//! openraft's commit for this node's until the log is durable up to it
+//! ([`LogStore::durable`]): a client's reply, a membership change's answer, and
+//! the commit index sent to followers (`net/client.rs`), which decides what they
+//! apply. Raft's own rule is kept: what anyone acts on as committed is on a
+//! majority's disks (Ongaro's thesis, 10.2.1: the leader writes in parallel).
+//!
 //! Imports the codec, the types and openraft; nothing of the engine.
 
 mod files;
@@ -27,9 +41,10 @@ use openraft::{RaftLogReader, StorageIOError};
 
 pub use self::files::LogError;
 use self::files::LogFiles;
+pub use self::writer::{wait_durable, Durable, OnDisk};
 use self::writer::{Op, Writer};
 use crate::codec;
-use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
+use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
 
 /// What the log holds in memory.
 #[derive(Debug, Default)]
@@ -118,9 +133,26 @@ pub struct LogStore {
     /// Milliseconds the writer holds each group commit's fsync back (0, or
     /// what `BEANPOLE_SYNC_STALL_MS` says at open: `synced.rs`).
     stall: Arc<AtomicU64>,
+    /// This node's id, once known: its own appends as leader are reported
+    /// durable at once (above). None: every append waits for its fsync.
+    own: Option<NodeId>,
+    /// The last log id on disk, as the writer publishes it.
+    durable: Durable,
 }
 
 impl LogStore {
+    /// Report this node's appends as leader (of `id`) at once, before their
+    /// fsync: whoever takes a commit for this node's must then wait for
+    /// [`LogStore::durable`] to reach it.
+    pub fn lead_without_waiting(&mut self, id: NodeId) {
+        self.own = Some(id);
+    }
+
+    /// The last log id on disk, published after every group commit.
+    pub fn durable(&self) -> Durable {
+        self.durable.clone()
+    }
+
     /// A handle on the size of what the log holds in memory.
     pub fn cache_size(&self) -> CacheSize {
         CacheSize(Arc::clone(&self.reader.shared))
@@ -143,22 +175,42 @@ impl LogStore {
     /// written to the operating system, not synced (a machine's crash can then
     /// lose what a majority acknowledged; votes are still synced).
     pub fn open_with(dir: &Path, fsync: bool) -> Result<LogStore, LogError> {
-        let (files, loaded) = LogFiles::open(dir)?;
+        let (mut files, loaded) = LogFiles::open(dir)?;
+        let io_err = |source| LogError::Io {
+            dir: dir.display().to_string(),
+            source,
+        };
+        // What was read back may be in the page cache only (a process that
+        // died without a power loss): on disk before it is published durable.
+        files.sync().map_err(io_err)?;
         let entries: BTreeMap<u64, Entry> = loaded
             .entries
             .into_iter()
             .map(|e| (e.log_id.index, e))
             .collect();
+        let last = entries
+            .values()
+            .next_back()
+            .map(|e| e.log_id)
+            .or(loaded.purged);
+        // A leader saves a commit its log may not have synced yet (above): one
+        // beyond the log after a power loss is taken as the log's end.
+        let committed = match (loaded.committed, last) {
+            (Some(c), Some(l)) if c.index > l.index => Some(l),
+            (Some(_), None) => None,
+            (c, _) => c,
+        };
         let cache = Cache {
             bytes: entries.values().map(entry_bytes).sum(),
             entries,
             purged: loaded.purged,
             vote: loaded.vote,
-            committed: loaded.committed,
+            committed,
         };
         let (ops, rx) = channel();
         let stall = Arc::new(AtomicU64::new(crate::synced::stall_at_open()));
-        let writer = Writer::new(files, Arc::clone(&stall), fsync);
+        let (durable_tx, durable) = tokio::sync::watch::channel(OnDisk { last, failed: None });
+        let writer = Writer::new(files, Arc::clone(&stall), fsync, durable_tx);
         let handle = std::thread::Builder::new()
             .name("beanpole-raft-log".into())
             .spawn(move || writer.run(rx))
@@ -176,6 +228,8 @@ impl LogStore {
             writer: Some(handle),
             warnings: loaded.warnings,
             stall,
+            own: None,
+            durable,
         })
     }
 
@@ -282,10 +336,19 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
+        if let Some(why) = self.durable.borrow().failed.clone() {
+            // An earlier append (a leader's, reported at once) did not reach the disk.
+            return Err(StorageIOError::write_logs(AnyError::error(why)).into());
+        }
         let mut encoded = Vec::new();
+        let mut last = None;
+        let leading;
         {
             let mut cache = self.reader.shared.lock();
+            leading = matches!((cache.vote, self.own), (Some(v), Some(own))
+                if v.committed && v.leader_id().node_id == own);
             for entry in entries {
+                last = Some(entry.log_id);
                 let mut bytes = Vec::new();
                 codec::put_entry(&mut bytes, &entry);
                 encoded.push((entry.log_id.index, bytes));
@@ -295,9 +358,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 }
             }
         }
+        let Some(last) = last else {
+            // Nothing to write: durable already.
+            callback.log_io_completed(Ok(()));
+            return Ok(());
+        };
+        let done = if leading {
+            callback.log_io_completed(Ok(()));
+            None
+        } else {
+            Some(callback)
+        };
         let op = Op::Append {
             entries: encoded,
-            done: callback,
+            last,
+            done,
         };
         self.ops.send(op).map_err(|_| {
             StorageIOError::write_logs(AnyError::error("the raft log writer thread has stopped"))
@@ -306,10 +381,19 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        drop(self.reader.shared.lock().cut_from(log_id.index));
+        let keep = {
+            let mut cache = self.reader.shared.lock();
+            drop(cache.cut_from(log_id.index));
+            cache
+                .entries
+                .values()
+                .next_back()
+                .map(|e| e.log_id)
+                .or(cache.purged)
+        };
         let index = log_id.index;
         self.ask(
-            |done| Op::Truncate { index, done },
+            |done| Op::Truncate { index, keep, done },
             StorageIOError::write_logs,
         )
         .await

@@ -3,7 +3,9 @@
 //! holds back heartbeats or replication.
 //!
 //! Group commit: the thread takes everything queued, writes it, and covers every
-//! append in it with one fsync before telling openraft they are durable. A vote,
+//! append in it with one fsync before telling openraft they are durable (a
+//! leader's own appends were reported at once: `mod.rs`). After each fsync it
+//! publishes the last log id now on disk ([`Durable`]). A vote,
 //! a truncation or a purge first makes the appends before it durable, then is
 //! done and synced on its own and answered. After a failed write or fsync every
 //! later operation fails too: openraft then stops the node, and nothing is ever
@@ -17,9 +19,35 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use openraft::storage::LogFlushed;
+use tokio::sync::watch;
 
 use super::files::LogFiles;
-use crate::types::TypeConfig;
+use crate::types::{LogId, TypeConfig};
+
+/// How far a node's log is on disk, as the writer publishes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OnDisk {
+    /// The last log id fsynced (with `-F`: written).
+    pub last: Option<LogId>,
+    /// Why a write or fsync failed, once one has: nothing more will be durable.
+    pub failed: Option<Arc<str>>,
+}
+
+/// Where [`OnDisk`] is published. A watch channel: readers want the latest
+/// value, and to wait until it reaches an index.
+pub type Durable = watch::Receiver<OnDisk>;
+
+/// Wait until `durable` covers `index`; false if the log failed or its writer
+/// stopped first (then it never will).
+pub async fn wait_durable(durable: &mut Durable, index: u64) -> bool {
+    match durable
+        .wait_for(|d| d.failed.is_some() || d.last.is_some_and(|l| l.index >= index))
+        .await
+    {
+        Ok(d) => d.failed.is_none(),
+        Err(_) => false,
+    }
+}
 
 /// A stall (`LogStore::sync_stall`) of this value makes every later group
 /// commit's fsync fail instead (fault injection: a dead disk).
@@ -27,13 +55,20 @@ pub const FAIL_SYNCS: u64 = u64::MAX;
 
 /// One operation for the writer.
 pub enum Op {
-    /// Encoded entries (index, payload) and the callback that says they are durable.
+    /// Encoded entries (index, payload), the last one's log id, and the
+    /// callback that says they are durable (None: already called, for a
+    /// leader's own entries).
     Append {
         entries: Vec<(u64, Vec<u8>)>,
-        done: LogFlushed<TypeConfig>,
+        last: LogId,
+        done: Option<LogFlushed<TypeConfig>>,
     },
-    /// Remove entries from this index on.
-    Truncate { index: u64, done: Reply },
+    /// Remove entries from this index on; `keep` is the log id before it.
+    Truncate {
+        index: u64,
+        keep: Option<LogId>,
+        done: Reply,
+    },
     /// Save the purged log id (durably), then drop the segments it covers.
     Purge {
         index: u64,
@@ -76,8 +111,12 @@ pub struct Writer {
     /// Whether appends are fsynced before they are reported durable (false:
     /// `-F`, reported once written to the operating system).
     fsync: bool,
-    /// Appends written and not yet covered by an fsync, with their callbacks.
+    /// Callbacks of the appends written and not yet covered by an fsync.
     unsynced: Vec<LogFlushed<TypeConfig>>,
+    /// The last log id written, if not yet covered by an fsync.
+    written: Option<LogId>,
+    /// Where the last log id on disk is published.
+    durable: watch::Sender<OnDisk>,
     /// The first failure; every later operation reports it.
     failed: Option<String>,
 }
@@ -93,12 +132,20 @@ impl std::fmt::Debug for Writer {
 }
 
 impl Writer {
-    pub fn new(files: LogFiles, stall: Arc<AtomicU64>, fsync: bool) -> Writer {
+    /// A writer of `files`; `durable` starts at the last log id they hold.
+    pub fn new(
+        files: LogFiles,
+        stall: Arc<AtomicU64>,
+        fsync: bool,
+        durable: watch::Sender<OnDisk>,
+    ) -> Writer {
         Writer {
             files,
             stall,
             fsync,
             unsynced: Vec::new(),
+            written: None,
+            durable,
             failed: None,
         }
     }
@@ -123,7 +170,11 @@ impl Writer {
 
     fn handle(&mut self, op: Op) {
         match op {
-            Op::Append { entries, done } => {
+            Op::Append {
+                entries,
+                last,
+                done,
+            } => {
                 if self.failed.is_none() {
                     for (index, payload) in &entries {
                         if let Err(e) = self.files.append(*index, payload) {
@@ -132,11 +183,21 @@ impl Writer {
                         }
                     }
                 }
-                self.unsynced.push(done);
+                self.written = Some(last);
+                self.unsynced.extend(done);
             }
-            Op::Truncate { index, done } => {
+            Op::Truncate { index, keep, done } => {
                 self.sync_appends();
                 let result = self.checked(|files| files.truncate(index));
+                if result.is_ok() {
+                    self.durable.send_if_modified(|d| match d.last {
+                        Some(last) if last.index >= index => {
+                            d.last = keep;
+                            true
+                        }
+                        _ => false,
+                    });
+                }
                 let _ = done.send(result);
             }
             Op::Purge {
@@ -178,26 +239,35 @@ impl Writer {
     fn fail(&mut self, e: &io::Error) {
         if self.failed.is_none() {
             self.failed = Some(format!("raft log write failed earlier: {e}"));
+            // A leader's appends were reported before their write: the node
+            // stops its Raft when it sees this (`node/mod.rs`).
+            let why: Arc<str> = Arc::from(format!("raft log: {e}"));
+            self.durable.send_modify(|d| d.failed = Some(why));
         }
     }
 
     /// One fsync for every append written since the last, then their callbacks.
     fn sync_appends(&mut self) {
-        if self.unsynced.is_empty() {
+        let Some(written) = self.written.take() else {
             return;
+        };
+        let mut stall = self.stall.load(Ordering::Relaxed);
+        if stall > 0 && stall != FAIL_SYNCS && self.fsync {
+            std::thread::sleep(std::time::Duration::from_millis(stall));
+            // A disk that was slow may have died meanwhile.
+            stall = self.stall.load(Ordering::Relaxed);
         }
-        let stall = self.stall.load(Ordering::Relaxed);
         let result = if stall == FAIL_SYNCS {
             let e = io::Error::other("fsync failed (injected)");
             self.checked(|_| Err(e))
         } else if self.fsync {
-            if stall > 0 {
-                std::thread::sleep(std::time::Duration::from_millis(stall));
-            }
             self.checked(LogFiles::sync)
         } else {
             self.checked(|_| Ok(()))
         };
+        if result.is_ok() {
+            self.durable.send_modify(|d| d.last = Some(written));
+        }
         for done in self.unsynced.drain(..) {
             let outcome = match &result {
                 Ok(()) => Ok(()),

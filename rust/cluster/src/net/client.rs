@@ -296,10 +296,19 @@ async fn round_trip(conn: &mut TcpStream, frame: &[u8], max: usize) -> std::io::
 impl RaftNetwork<TypeConfig> for PeerLink {
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<TypeConfig>,
+        mut rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, Peer, RaftError<NodeId>>> {
         let action = RPCTypes::AppendEntries;
+        // openraft may count an entry committed before this leader's own copy
+        // is on disk (logstore/mod.rs): a follower applies what it is told is
+        // committed, so it is told no more than this node has on disk.
+        if let Some(durable) = &self.shared.config.durable {
+            let on_disk = durable.borrow().last;
+            if rpc.leader_commit.map(|c| c.index) > on_disk.map(|d| d.index) {
+                rpc.leader_commit = on_disk;
+            }
+        }
         let frame = wire::append(&rpc);
         let reply = match self.call(&frame, option.hard_ttl()).await {
             // Fewer entries fit: openraft sends the first part and the rest after.

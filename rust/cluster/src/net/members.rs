@@ -31,6 +31,7 @@ use openraft::ChangeMembers;
 use super::status::{self, StatusError};
 use super::wire::{self, finish, start};
 use crate::codec::{self, CodecError, Reader};
+use crate::logstore::{wait_durable, Durable};
 use crate::types::{NodeId, Peer, Raft};
 
 pub const CHANGE: u8 = 11;
@@ -137,13 +138,15 @@ fn same_token(given: &str, expected: &str) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
-/// Act on a change request as this node (`raft`, admin token `token`, and
-/// how it hands its lead over, if it can): the answer frame.
+/// Act on a change request as this node (`raft`, admin token `token`, how it
+/// hands its lead over, if it can, and how far its log is on disk): the answer
+/// frame.
 pub async fn act(
     raft: &Raft,
     token: Option<&str>,
     change: Change,
     hand_off: Option<&dyn HandOff>,
+    durable: Option<&Durable>,
 ) -> Vec<u8> {
     let Some(token) = token else {
         return answer(
@@ -183,7 +186,12 @@ pub async fn act(
             }
             raft.add_learner(node, change.addresses, true)
                 .await
-                .map(|_| format!("node {node} is a learner and has caught up"))
+                .map(|r| {
+                    (
+                        r.log_id.index,
+                        format!("node {node} is a learner and has caught up"),
+                    )
+                })
         }
         Op::Promote => {
             if !learners.contains(&node) {
@@ -195,7 +203,7 @@ pub async fn act(
             let ids: BTreeSet<NodeId> = [node].into();
             raft.change_membership(ChangeMembers::AddVoterIds(ids), false)
                 .await
-                .map(|_| format!("node {node} is a voter"))
+                .map(|r| (r.log_id.index, format!("node {node} is a voter")))
         }
         Op::Remove => {
             let ids: BTreeSet<NodeId> = [node].into();
@@ -205,18 +213,27 @@ pub async fn act(
                 }
                 raft.change_membership(ChangeMembers::RemoveVoters(ids), false)
                     .await
-                    .map(|_| format!("node {node} has left the cluster"))
+                    .map(|r| (r.log_id.index, format!("node {node} has left the cluster")))
             } else if learners.contains(&node) {
                 raft.change_membership(ChangeMembers::RemoveNodes(ids), false)
                     .await
-                    .map(|_| format!("node {node} has left the cluster"))
+                    .map(|r| (r.log_id.index, format!("node {node} has left the cluster")))
             } else {
                 return answer(false, &format!("node {node} is not a member"));
             }
         }
     };
     match result {
-        Ok(message) => answer(true, &message),
+        Ok((index, message)) => {
+            // Committed may mean on a follower's disk only, so far (a leader's
+            // own appends: logstore/mod.rs): answered once on this one's too.
+            if let Some(durable) = durable {
+                if !wait_durable(&mut durable.clone(), index).await {
+                    return answer(false, "this node's raft log has stopped");
+                }
+            }
+            answer(true, &message)
+        }
         Err(e) => answer(false, &e.to_string()),
     }
 }

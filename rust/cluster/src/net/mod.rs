@@ -52,6 +52,10 @@ pub struct NetConfig {
     /// only the latest value matters.
     pub serving:
         Option<tokio::sync::watch::Receiver<Option<(u64, beanpole_engine::server::Admin)>>>,
+    /// How far this node's own log is on disk (`LogStore::durable`): an append
+    /// sent carries no commit beyond it, and a membership change is answered
+    /// once it is there. None: the log reports nothing durable early.
+    pub durable: Option<crate::logstore::Durable>,
 }
 
 impl Default for NetConfig {
@@ -65,6 +69,7 @@ impl Default for NetConfig {
             max_connections: 64,
             admin_token: None,
             serving: None,
+            durable: None,
         }
     }
 }

@@ -178,7 +178,8 @@ async fn serve(
         let answer = match members::read_change(&body) {
             Some(change) => {
                 let token = config.admin_token.as_deref();
-                members::act(&raft, token, change, hooks.hand_off.as_deref()).await
+                let durable = config.durable.as_ref();
+                members::act(&raft, token, change, hooks.hand_off.as_deref(), durable).await
             }
             None => wire::refused("not a membership change of this version"),
         };

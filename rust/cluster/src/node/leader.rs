@@ -89,6 +89,8 @@ pub struct Leading {
     /// The log index of the last entry of a term's store that was committed
     /// (every term's proposer raises it).
     pub committed_to: Arc<std::sync::atomic::AtomicU64>,
+    /// How far this node's log is on disk (`LogStore::durable`).
+    pub durable: crate::logstore::Durable,
 }
 
 /// One term's running server and its proposer.
@@ -248,13 +250,17 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
             }
             leading.fence.serve(Some(Arc::clone(&lease)));
             let finish = Arc::new(tokio::sync::Notify::new());
+            let to = propose::Acknowledge {
+                pipe: Arc::clone(&pipe),
+                lease,
+                committed_to: Arc::clone(&leading.committed_to),
+                durable: leading.durable.clone(),
+            };
             let proposer = tokio::spawn(propose::run(
                 leading.raft.clone(),
                 rx,
-                Arc::clone(&pipe),
-                lease,
+                to,
                 clock,
-                Arc::clone(&leading.committed_to),
                 Arc::clone(&finish),
             ));
             Some(Serving {

@@ -238,6 +238,8 @@ pub struct Node {
     cache_size: crate::logstore::CacheSize,
     /// The log writer's fault knob (tests).
     sync_stall: Arc<std::sync::atomic::AtomicU64>,
+    /// How far the log is on disk, and why it failed if it did.
+    durable: crate::logstore::Durable,
     id: NodeId,
     _lock: DirLock,
 }
@@ -247,6 +249,17 @@ impl std::fmt::Debug for Node {
         f.debug_struct("Node")
             .field("id", &self.id)
             .finish_non_exhaustive()
+    }
+}
+
+/// Stop `raft` once the log fails to write or sync. A follower's failed
+/// append stops its Raft by itself (openraft is told through the append's
+/// callback), but a leader's own appends were reported durable before their
+/// write (`logstore/mod.rs`): without this it would go on leading, and its
+/// followers would never elect another while no reply could be given.
+async fn stop_on_log_failure(raft: Raft, mut durable: crate::logstore::Durable) {
+    if durable.wait_for(|d| d.failed.is_some()).await.is_ok() {
+        let _ = raft.shutdown().await;
     }
 }
 
@@ -263,7 +276,12 @@ impl Node {
         std::fs::create_dir_all(&config.dir).map_err(dir_err)?;
         let lock = DirLock::acquire(&config.dir).map_err(dir_err)?;
         let identity = Arc::new(Identity::open(&config.dir, config.id)?);
-        let (log, sm) = open_storage_with(&config.dir, config.fsync)?;
+        let (mut log, sm) = open_storage_with(&config.dir, config.fsync)?;
+        // Its own appends as leader overlap its followers' (logstore/mod.rs);
+        // the proposer, the network and membership changes then wait for
+        // `durable` before taking a commit for this node's.
+        log.lead_without_waiting(config.id);
+        let durable = log.durable();
         let cache_size = log.cache_size();
         let sync_stall = log.sync_stall();
         let view = sm.view();
@@ -309,7 +327,11 @@ impl Node {
         // Raised by the leader's proposer, read by the hand-over; an atomic.
         let committed_to = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let (raft, peer, leading, handover) = runtime.block_on(async {
-            let network = Network::new(Arc::clone(&identity), config.net.clone());
+            let net = NetConfig {
+                durable: Some(durable.clone()),
+                ..config.net.clone()
+            };
+            let network = Network::new(Arc::clone(&identity), net.clone());
             let raft = Raft::new(config.id, raft_config, network.clone(), log, sm)
                 .await
                 .map_err(|e| NodeError::Raft(e.to_string()))?;
@@ -328,7 +350,7 @@ impl Node {
                 tokio::net::TcpListener::from_std(peer_listener).map_err(NodeError::Runtime)?;
             let net = NetConfig {
                 serving: Some(serving.clone()),
-                ..config.net.clone()
+                ..net
             };
             let peer = PeerServer::start_with(
                 listener,
@@ -355,6 +377,7 @@ impl Node {
                     .await
                     .map_err(|e| NodeError::Raft(e.to_string()))?;
             }
+            tokio::spawn(stop_on_log_failure(raft.clone(), durable.clone()));
             tokio::spawn(snapshots::run(
                 raft.clone(),
                 cache_size.clone(),
@@ -380,6 +403,7 @@ impl Node {
                 led_since: led_since_tx,
                 fence,
                 committed_to,
+                durable: durable.clone(),
             }));
             Ok::<_, NodeError>((raft, peer, leading, handover))
         })?;
@@ -394,6 +418,7 @@ impl Node {
             draining,
             cache_size,
             sync_stall,
+            durable,
             id: config.id,
             _lock: lock,
         })
@@ -412,7 +437,7 @@ impl Node {
         let m = self.raft.metrics().borrow().clone();
         NodeStatus {
             id: self.id,
-            role: if m.running_state.is_err() {
+            role: if m.running_state.is_err() || self.durable.borrow().failed.is_some() {
                 // Raft has stopped on a fatal error: the node serves nothing.
                 "down"
             } else {
@@ -438,6 +463,9 @@ impl Node {
     /// has: the node then serves nothing, and its process should end.
     pub fn failure(&self) -> Option<String> {
         self.runtime.as_ref()?;
+        if let Some(why) = &self.durable.borrow().failed {
+            return Some(why.to_string());
+        }
         let m = self.raft.metrics();
         let state = &m.borrow().running_state;
         state.as_ref().err().map(ToString::to_string)
@@ -447,6 +475,11 @@ impl Node {
     /// milliseconds stored (`logstore::writer::FAIL_SYNCS`: made to fail).
     pub fn sync_stall(&self) -> Arc<std::sync::atomic::AtomicU64> {
         Arc::clone(&self.sync_stall)
+    }
+
+    /// The index of the last entry this node's log has on disk (fsynced).
+    pub fn durable_index(&self) -> u64 {
+        self.durable.borrow().last.map_or(0, |l| l.index)
     }
 
     /// Bytes of records the Raft log holds in memory now.

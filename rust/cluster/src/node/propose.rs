@@ -6,7 +6,9 @@
 //! queues them; the task takes what is queued, stamps it with the replicated
 //! clock and submits it with `client_write_ff`, which keeps the log order (one
 //! task submits, in queue order) without waiting for the commit; a commit's
-//! answer raises the pipe's acknowledged position, which releases the replies.
+//! answer, once this node's own log is durable up to the entry (openraft may
+//! count a leader's entry committed before its own fsync: `logstore/mod.rs`),
+//! raises the pipe's acknowledged position, which releases the replies.
 //!
 //! A commit also renews the leader's lease ([`Lease`]): a majority accepted the
 //! entry after it was proposed, and each of them refuses to vote for another
@@ -18,15 +20,10 @@
 //! the lease while Raft answers it, and a granted one ends the lease for the
 //! term ([`LeaseFence`]).
 //!
-//! At most [`IN_FLIGHT_MAX`] entries are submitted and not yet answered. openraft
-//! 0.9 appends each submitted entry on its own and waits for its log flush
-//! before the next (`RaftCore::append_to_log`), so every entry costs the leader
-//! an fsync: submitting each pass at once made one entry, and one fsync, per
-//! pass. Held back while the entries in flight commit, the passes queue here
-//! and the next entry takes all of them. One in flight did best (100
-//! connections, one put in flight each, three nodes on two cores: about 35-39k
-//! puts/s against 28-32k with two, 22k with four, 8k with eight): a second
-//! entry's fsync holds up openraft's core, so the first one's commit waits.
+//! At most [`IN_FLIGHT_MAX`] entries are submitted and not yet answered. Every
+//! entry costs each node an fsync: submitting each pass at once made one entry,
+//! and one fsync, per pass. Held back while the entries in flight commit, the
+//! passes queue here and the next entry takes all of them.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -37,6 +34,7 @@ use beanpole_engine::wal::replicate::Replicate;
 use bytes::Bytes;
 use tokio::sync::{mpsc, Notify, Semaphore};
 
+use crate::logstore::{wait_durable, Durable};
 use crate::net::VoteFence;
 use crate::types::{Batch, Raft};
 
@@ -176,21 +174,32 @@ pub fn wall_now() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
-/// Propose every pass queued on `rx` to `raft`, in order, and acknowledge on
-/// `pipe` the position each committed entry ends at; `committed` is raised to
-/// each committed entry's log index. `clock` is the replicated clock the term
-/// starts from; entries are stamped no lower. Ends when the store is gone (the
-/// channel closes, or `finish` is notified: then once what is queued is
-/// submitted) and the entries in flight are answered, or Raft has stopped.
+/// Where a committed entry is acknowledged.
+pub struct Acknowledge {
+    /// The store's log pipe: its acknowledged position releases the replies.
+    pub pipe: Arc<LogPipe>,
+    /// Renewed by each commit.
+    pub lease: Arc<Lease>,
+    /// Raised to each committed entry's log index.
+    pub committed_to: Arc<AtomicU64>,
+    /// How far this node's log is on disk: a commit is taken once it covers it.
+    pub durable: Durable,
+}
+
+/// Propose every pass queued on `rx` to `raft`, in order, and acknowledge
+/// (`to`) the position each committed entry ends at. `clock` is the replicated
+/// clock the term starts from; entries are stamped no lower. Ends when the
+/// store is gone (the channel closes, or `finish` is notified: then once what
+/// is queued is submitted) and the entries in flight are answered, or Raft has
+/// stopped.
 pub async fn run(
     raft: Raft,
     mut rx: mpsc::UnboundedReceiver<Pass>,
-    pipe: Arc<LogPipe>,
-    lease: Arc<Lease>,
+    to: Acknowledge,
     mut clock: i64,
-    committed_to: Arc<AtomicU64>,
     finish: Arc<Notify>,
 ) {
+    let to = Arc::new(to);
     // A semaphore: each entry in flight holds a permit until its answer, and the
     // loop waits for one before it takes the queued passes.
     let in_flight = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
@@ -229,18 +238,21 @@ pub async fn run(
         let Ok(committed) = raft.client_write_ff(batch).await else {
             return;
         };
-        let pipe = Arc::clone(&pipe);
-        let lease = Arc::clone(&lease);
-        let committed_to = Arc::clone(&committed_to);
+        let to = Arc::clone(&to);
         tokio::spawn(async move {
             let _permit = permit;
             // An entry that is not committed (this node lost the lead) is never
             // acknowledged: its replies are not sent, and the connections close
-            // when this leader's store stops.
-            if let Ok(Ok(answer)) = committed.await {
-                lease.renew(proposed);
-                committed_to.fetch_max(answer.log_id.index, Ordering::SeqCst);
-                pipe.acknowledge(end);
+            // when this leader's store stops. Nor one whose log write failed
+            // (the writer stopped: so does Raft).
+            let Ok(Ok(answer)) = committed.await else {
+                return;
+            };
+            let index = answer.log_id.index;
+            if wait_durable(&mut to.durable.clone(), index).await {
+                to.lease.renew(proposed);
+                to.committed_to.fetch_max(index, Ordering::SeqCst);
+                to.pipe.acknowledge(end);
             }
         });
     }
