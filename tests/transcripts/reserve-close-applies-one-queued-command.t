@@ -1,7 +1,6 @@
 # A client closes its socket while its reserve waits, with two puts queued behind
 # it: TIMED_OUT is written (the client's side answers it with a reset), the first
 # put is applied and its reply's write fails, so the second put never is.
-%skip beanpole-cluster a follower forwards commands as they come: a client that hangs up while its reserve waits has its queued commands at the leader already, which applies them all where beanstalkd stops at the first reply it cannot write
 c1 >> reserve\r\nput 0 0 60 1\r\na\r\nput 0 0 60 1\r\nb\r\n
 c1 silent 100
 c1 close

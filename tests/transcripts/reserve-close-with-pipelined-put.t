@@ -2,7 +2,6 @@
 # the reserve: the put is never applied (beanstalkd writes TIMED_OUT, applies the
 # next command, peek-ready, and its reply's write fails), so the other waiting
 # connection stays waiting and no job exists that no producer saw acknowledged.
-%skip beanpole-cluster a follower forwards commands as they come: a client that hangs up while its reserve waits has its queued commands at the leader already, which applies them all where beanstalkd stops at the first reply it cannot write
 c1 >> reserve\r\npeek-ready\r\nput 512 0 60 0\r\n\r\n
 c1 silent 100
 c3 > reserve

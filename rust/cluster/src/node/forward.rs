@@ -11,8 +11,15 @@
 //! commit), it attaches the session to whichever node leads next, saying how
 //! many commands it has replies for and what the session uses and watches, and
 //! sends the unanswered commands again: the new leader answers those the old
-//! one applied from their first run. A client that hangs up ends its session
-//! with a `quit` of the follower's.
+//! one applied from their first run. A client that hangs up has its session
+//! ended once the leader has answered what it sent.
+//!
+//! What goes to the leader when is what a server would have applied by then
+//! (`track::Outbox`): commands behind a reserve that may wait are held until
+//! its reply was written to the client, and after a hang-up behind such a
+//! reserve they go one at a time, each on a link of its own that ends as the
+//! client's input did; the start of an unfinished put goes at once, since a
+//! server gives the job its id when the line arrives.
 //!
 //! Forwarded connections outlive the accept loop: when this node starts to
 //! lead, its own server takes the client address, and its forwarded sessions
@@ -30,7 +37,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::track::{CommandFramer, FramedCommand, ReplyFramer, Session};
+use super::track::{CommandFramer, FramedCommand, Outbox, ReplyFramer, Session};
 use crate::identity::Identity;
 use crate::net::{attach, wire};
 use crate::types::{NodeId, Raft};
@@ -90,6 +97,10 @@ enum End {
     /// The client's input ended (or it left) and the leader has answered
     /// what it sent: the session is to end.
     Hangup,
+    /// The client's input ended with commands held back, and the leader has
+    /// answered what it was sent: the next one goes on a new link
+    /// (`Outbox::next_alone`).
+    Next,
     /// The link to the leader broke: attach again.
     Link,
 }
@@ -102,6 +113,12 @@ struct ClientState {
     eof: bool,
     /// A write to it failed: its replies are dropped.
     gone: bool,
+    /// Bytes of the client's unfinished command (see [`unfinished`]) written
+    /// to the current link.
+    unfinished_sent: u64,
+    /// Commands going one at a time: the rest of the input after the last
+    /// command has been sent.
+    rest_sent: bool,
 }
 
 /// Forward one client connection until it ends.
@@ -113,6 +130,7 @@ async fn forward(client: TcpStream, ctx: Arc<Forwarding>) {
     let (mut cr, mut cw) = client.into_split();
     let mut framer = CommandFramer::new(ctx.max_job_size);
     let mut session = Session::new(WINDOW_BYTES);
+    let mut outbox = Outbox::new();
     let mut state = ClientState::default();
     let mut stop = ctx.stop.clone();
     // When a reply last came.
@@ -127,19 +145,15 @@ async fn forward(client: TcpStream, ctx: Arc<Forwarding>) {
             return;
         };
         let (mut lr, mut lw) = link.into_split();
-        // What the last leader did not answer goes to this one.
-        let mut resend: Vec<FramedCommand> = session.unanswered().cloned().collect();
-        if session.quit_sent() {
-            resend.push(quit());
-        }
-        if send_all(&mut lw, &resend).await.is_err() {
-            continue;
-        }
-        if state.eof && !session.quit_sent() && lw.shutdown().await.is_err() {
+        state.unfinished_sent = 0;
+        if start_link(&mut lw, &framer, &mut session, &mut outbox, &mut state)
+            .await
+            .is_err()
+        {
             continue;
         }
         let end = tokio::select! {
-            e = pump(&mut cr, &mut cw, &mut lr, &mut lw, &mut framer, &mut session, &mut state) => e,
+            e = pump(&mut cr, &mut cw, &mut lr, &mut lw, &mut framer, &mut session, &mut outbox, &mut state) => e,
             _ = stop.changed() => return,
         };
         match end {
@@ -148,6 +162,10 @@ async fn forward(client: TcpStream, ctx: Arc<Forwarding>) {
                 drop((lr, lw));
                 let _ = attach_anywhere(&ctx, owner, END_SESSION, &session).await;
                 return;
+            }
+            End::Next => {
+                progress = Instant::now();
+                continue;
             }
             End::Link => {
                 // A link that broke with nothing answered on it (a leader
@@ -167,7 +185,47 @@ async fn forward(client: TcpStream, ctx: Arc<Forwarding>) {
     }
 }
 
+/// What goes first on a new link: what the last leader did not answer, and
+/// then what the client sent since, as far as it may go now. When commands go
+/// one at a time, that is the next held command (or the input the client left
+/// after the last), followed by the end of input.
+async fn start_link(
+    lw: &mut OwnedWriteHalf,
+    framer: &CommandFramer,
+    session: &mut Session,
+    outbox: &mut Outbox,
+    state: &mut ClientState,
+) -> std::io::Result<()> {
+    let mut resend: Vec<FramedCommand> = session.unanswered().cloned().collect();
+    if session.quit_sent() {
+        resend.push(quit());
+    }
+    if outbox.one_by_one() && resend.is_empty() {
+        if let Some(cmd) = outbox.next_alone() {
+            if session.send(cmd.clone()).is_ok() {
+                resend.push(cmd);
+            }
+        }
+    }
+    send_all(lw, &resend, 0).await?;
+    if outbox.one_by_one() {
+        if resend.is_empty() {
+            send_unfinished(lw, framer, state).await?;
+            state.rest_sent = true;
+        }
+        return lw.shutdown().await;
+    }
+    if !session.quit_sent() && !outbox.holding() {
+        send_unfinished(lw, framer, state).await?;
+        if state.eof {
+            lw.shutdown().await?;
+        }
+    }
+    Ok(())
+}
+
 /// Pass bytes both ways until the session ends or the leader's link breaks.
+#[allow(clippy::too_many_arguments)]
 async fn pump(
     cr: &mut OwnedReadHalf,
     cw: &mut OwnedWriteHalf,
@@ -175,19 +233,24 @@ async fn pump(
     lw: &mut OwnedWriteHalf,
     framer: &mut CommandFramer,
     session: &mut Session,
+    outbox: &mut Outbox,
     state: &mut ClientState,
 ) -> End {
     let mut replies = ReplyFramer::new();
     loop {
+        // Held commands count against the window as sent ones do.
         let read_client = !state.eof
             && !state.gone
             && !session.quit_sent()
-            && !session.is_full()
-            && session.unanswered().len() < WINDOW_COMMANDS;
+            && session.held() + outbox.held_bytes() <= WINDOW_BYTES
+            && session.unanswered().len() + outbox.held_len() < WINDOW_COMMANDS;
         tokio::select! {
             read = cr.read_buf(framer.input_mut()), if read_client => {
                 let mut out = Vec::new();
                 while let Some(cmd) = framer.next_command() {
+                    let Some(cmd) = outbox.offer(cmd) else {
+                        continue;
+                    };
                     let quits = !cmd.expects_reply();
                     if session.send(cmd.clone()).is_err() {
                         break;
@@ -197,28 +260,45 @@ async fn pump(
                         break;
                     }
                 }
-                if send_all(lw, &out).await.is_err() {
+                if send_new(lw, &out, state).await.is_err() {
                     return End::Link;
                 }
-                if !matches!(read, Ok(n) if n > 0) {
-                    // The client sent all it will (it may still read): the
-                    // leader sees the same end after the last command, and the
-                    // start of a command cut short (a put's line takes its id
-                    // even if its body never comes).
+                let ended = !matches!(read, Ok(n) if n > 0);
+                if ended {
+                    // The client sent all it will (it may still read).
                     state.eof = true;
-                    if !session.quit_sent() {
-                        let rest = framer.input_mut().split();
-                        if lw.write_all(&rest).await.is_err() || lw.shutdown().await.is_err() {
+                    if outbox.client_ended() {
+                        // A reserve may be waiting: the leader sees the end
+                        // now and answers it as a server does a client that
+                        // hung up; what is held goes one command at a time.
+                        if lw.shutdown().await.is_err() {
                             return End::Link;
                         }
+                        continue;
+                    }
+                }
+                if !session.quit_sent() && !outbox.holding() {
+                    // A put's line takes its id when it arrives, even if its
+                    // body never comes: the leader gets a command's start as
+                    // it comes, and after the end of input whatever was left,
+                    // then the same end.
+                    if send_unfinished(lw, framer, state).await.is_err()
+                        || (ended && lw.shutdown().await.is_err())
+                    {
+                        return End::Link;
                     }
                 }
             }
             read = lr.read_buf(replies.input_mut()) => {
                 if !matches!(read, Ok(n) if n > 0) {
                     let answered = session.unanswered().len() == 0;
+                    let more = outbox.held_len() > 0
+                        || (!state.rest_sent && !unfinished(framer, true).0.is_empty());
                     return match (answered, session.quit_sent(), state.eof || state.gone) {
                         (true, true, _) => End::Quit,
+                        (true, false, true) if outbox.one_by_one() && !state.gone && more => {
+                            End::Next
+                        }
                         (true, false, true) => End::Hangup,
                         _ => End::Link,
                     };
@@ -235,19 +315,74 @@ async fn pump(
                     if reply.line() == b"INTERNAL_ERROR" {
                         return End::Link;
                     }
-                    if session.receive(&reply).is_err() {
+                    let Ok(cmd) = session.receive(&reply) else {
                         return End::Hangup;
-                    }
+                    };
                     if !state.gone && cw.write_all(reply.bytes()).await.is_err() {
                         // The client left: as a server stops at a reply it cannot
                         // write, stop the leader at once; the session then ends.
                         state.gone = true;
                         return End::Hangup;
                     }
+                    // A reserve answered: what was held behind it goes now.
+                    let mut out = outbox.answered(&cmd);
+                    out.retain(|c| session.send(c.clone()).is_ok());
+                    if send_all(lw, &out, 0).await.is_err() {
+                        return End::Link;
+                    }
+                    if !session.quit_sent()
+                        && !outbox.holding()
+                        && send_unfinished(lw, framer, state).await.is_err()
+                    {
+                        return End::Link;
+                    }
                 }
             }
         }
     }
+}
+
+/// The client's unfinished command as far as it goes to the leader now: a
+/// put's line and what came of its body (see `CommandFramer::begun`), and once
+/// the client's input has ended (`eof`), whatever it left after its last
+/// command. The bytes, and how many thrown-away bytes follow them.
+fn unfinished(framer: &CommandFramer, eof: bool) -> (&[u8], u64) {
+    match framer.begun() {
+        Some(begun) => begun,
+        None if eof => (framer.pending(), 0),
+        None => (&[], 0),
+    }
+}
+
+/// Send what [`unfinished`] gives that this link has not had yet.
+async fn send_unfinished(
+    lw: &mut OwnedWriteHalf,
+    framer: &CommandFramer,
+    state: &mut ClientState,
+) -> std::io::Result<()> {
+    let (bytes, filler) = unfinished(framer, state.eof);
+    let total = bytes.len() as u64 + filler;
+    if total > state.unfinished_sent {
+        let mut out = Vec::new();
+        extend_wire(lw, &mut out, bytes, filler, state.unfinished_sent).await?;
+        lw.write_all(&out).await?;
+        state.unfinished_sent = total;
+    }
+    Ok(())
+}
+
+/// Send commands the client completed: the first may have been begun on this
+/// link already (see [`send_unfinished`]).
+async fn send_new(
+    lw: &mut OwnedWriteHalf,
+    cmds: &[FramedCommand],
+    state: &mut ClientState,
+) -> std::io::Result<()> {
+    if cmds.is_empty() {
+        return Ok(());
+    }
+    let skip = std::mem::take(&mut state.unfinished_sent);
+    send_all(lw, cmds, skip).await
 }
 
 /// A `quit` of the follower's own.
@@ -260,24 +395,46 @@ fn quit() -> FramedCommand {
 }
 
 /// Send commands as the server reads them: each one's bytes, and for an
-/// oversized put as many filler bytes as the server throws away.
-async fn send_all(lw: &mut OwnedWriteHalf, cmds: &[FramedCommand]) -> std::io::Result<()> {
+/// oversized put as many filler bytes as the server throws away; the first
+/// `skip` of those bytes were sent before.
+async fn send_all(
+    lw: &mut OwnedWriteHalf,
+    cmds: &[FramedCommand],
+    skip: u64,
+) -> std::io::Result<()> {
     let mut out = Vec::new();
+    let mut skip = skip;
     for c in cmds {
-        out.extend_from_slice(&c.bytes);
-        let mut left = c.discard;
-        while left > 0 {
-            let n = left.min(64 << 10) as usize;
-            out.resize(out.len() + n, b'x');
-            left -= n as u64;
-            if out.len() >= 1 << 20 {
-                lw.write_all(&out).await?;
-                out.clear();
-            }
-        }
+        extend_wire(lw, &mut out, &c.bytes, c.discard, skip).await?;
+        skip = 0;
     }
     if !out.is_empty() {
         lw.write_all(&out).await?;
+    }
+    Ok(())
+}
+
+/// Add to `out` the bytes the server reads for `bytes` followed by `filler`
+/// thrown-away bytes, from offset `from` on; written out whenever `out` passes
+/// 1 MiB.
+async fn extend_wire(
+    lw: &mut OwnedWriteHalf,
+    out: &mut Vec<u8>,
+    bytes: &[u8],
+    filler: u64,
+    from: u64,
+) -> std::io::Result<()> {
+    let start = usize::try_from(from).map_or(bytes.len(), |f| f.min(bytes.len()));
+    out.extend_from_slice(&bytes[start..]);
+    let mut left = (bytes.len() as u64 + filler).saturating_sub(from.max(bytes.len() as u64));
+    while left > 0 {
+        let n = left.min(64 << 10) as usize;
+        out.resize(out.len() + n, b'x');
+        left -= n as u64;
+        if out.len() >= 1 << 20 {
+            lw.write_all(out).await?;
+            out.clear();
+        }
     }
     Ok(())
 }

@@ -63,6 +63,10 @@ pub struct FramedCommand {
     /// BAD_FORMAT, UNKNOWN_COMMAND, JOB_TOO_BIG or EXPECTED_CRLF (each with its
     /// CRLF). Such a command changes nothing on the server but its stats counters.
     pub fixed_reply: Option<&'static [u8]>,
+    /// Whether the server may hold its reply back, waiting for a job: a `reserve`, or
+    /// a `reserve-with-timeout` above 0. The server applies nothing after it until it
+    /// has answered it.
+    pub waits: bool,
 }
 
 impl FramedCommand {
@@ -160,6 +164,11 @@ impl CommandFramer {
         &mut self.input
     }
 
+    /// The bytes received and held, not yet given out in a command.
+    pub fn pending(&self) -> &[u8] {
+        &self.input
+    }
+
     /// Bytes received and held, not yet given out in a command.
     pub fn buffered(&self) -> usize {
         self.input.len()
@@ -174,6 +183,23 @@ impl CommandFramer {
     /// next command has been received.
     pub fn at_boundary(&self) -> bool {
         matches!(self.state, State::Line | State::Closed) && self.input.is_empty()
+    }
+
+    /// What the server has read of the command in progress once that command's
+    /// line is a put's (the line parsed; its body, or an oversized body to throw
+    /// away, is still coming): the bytes kept (the line, and as much of the body as
+    /// came) and how many thrown-away bytes follow them. A server sent these has
+    /// done what a put's line does (counted it, and given the job its id). None
+    /// otherwise. Meaningful after [`CommandFramer::next_command`] returned None.
+    pub fn begun(&self) -> Option<(&[u8], u64)> {
+        match self.state {
+            State::Body { line, need } => {
+                let kept = self.input.len().min(line + need);
+                Some((&self.input[..kept], 0))
+            }
+            State::Discard { left, total } => Some((&self.discard_line, total - left)),
+            _ => None,
+        }
     }
 
     /// The next complete command, if its bytes are all in.
@@ -209,6 +235,7 @@ impl CommandFramer {
                             kind: CommandKind::Other,
                             op: None,
                             fixed_reply: Some(beanpole_engine::protocol::BAD_FORMAT),
+                            waits: false,
                         });
                     }
                     if let Some(cmd) = self.line(end) {
@@ -229,6 +256,7 @@ impl CommandFramer {
                         kind: CommandKind::Other,
                         op: Some(Op::Put),
                         fixed_reply: (!crlf).then_some(beanpole_engine::protocol::EXPECTED_CRLF),
+                        waits: false,
                     });
                 }
                 State::Discard { left, total } => {
@@ -249,6 +277,7 @@ impl CommandFramer {
                         kind: CommandKind::Other,
                         op: Some(Op::Put),
                         fixed_reply: Some(beanpole_engine::protocol::JOB_TOO_BIG),
+                        waits: false,
                     });
                 }
             }
@@ -281,9 +310,12 @@ impl CommandFramer {
                 kind: CommandKind::Other,
                 op: None,
                 fixed_reply: Some(e.reply()),
+                waits: false,
             }),
             Ok(cmd) => {
                 let op = cmd.op();
+                let waits = matches!(cmd, Command::Reserve)
+                    || matches!(cmd, Command::ReserveWithTimeout(t) if t > 0);
                 // Where the tube name starts in the line (it runs to the line's end).
                 let name_at = match cmd {
                     Command::Use(n) | Command::Watch(n) | Command::Ignore(n) => {
@@ -311,6 +343,7 @@ impl CommandFramer {
                     kind,
                     op: Some(op),
                     fixed_reply: None,
+                    waits,
                 })
             }
         }

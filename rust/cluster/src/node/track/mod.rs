@@ -9,16 +9,21 @@
 //!   and a body after `RESERVED`, `FOUND` and `OK`);
 //! * [`session`]: [`Session`] pairs them in order: commands sent and answered,
 //!   those to send again after a change of leader (within a bound), and the used
-//!   tube and watch list the server holds for the session.
+//!   tube and watch list the server holds for the session;
+//! * [`outbox`]: [`Outbox`] holds back the commands behind a reserve that may
+//!   wait, and after the client's hang-up gives them out one at a time, so the
+//!   leader applies what a server would.
 //!
 //! All of it is synchronous and does no I/O: the caller reads and writes the
 //! sockets and feeds the bytes here.
 
 pub mod command;
+pub mod outbox;
 pub mod reply;
 pub mod session;
 
 pub use self::command::{CommandFramer, CommandKind, FramedCommand};
+pub use self::outbox::Outbox;
 pub use self::reply::{Reply, ReplyError, ReplyFramer, MAX_REPLY_LINE};
 pub use self::session::{Session, TrackError, DEFAULT_TUBE};
 

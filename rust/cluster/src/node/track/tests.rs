@@ -225,6 +225,45 @@ fn refused_lines_are_other_with_their_reply() {
 }
 
 /// A stream with every framing case in it.
+#[test]
+fn reserves_that_may_wait_are_marked() {
+    let cmds = frame(
+        b"reserve\r\nreserve-with-timeout 0\r\nreserve-with-timeout 1\r\nreserve-job 1\r\nreserve-with-timeout abc\r\nreserves\r\n",
+    );
+    let waits: Vec<bool> = cmds.iter().map(|c| c.waits).collect();
+    // `reserve-with-timeout abc` means 0, as beanstalkd reads it.
+    assert_eq!(waits, [true, false, true, false, false, false]);
+}
+
+#[test]
+fn a_put_begun_is_its_line_and_the_body_so_far() {
+    let mut framer = CommandFramer::new(MAX_JOB);
+    framer.push(b"stats\r\nput 0 0 1 5\r");
+    assert!(framer.next_command().is_some());
+    assert_eq!(framer.next_command(), None);
+    // No line end yet: nothing is begun.
+    assert_eq!(framer.begun(), None);
+    framer.push(b"\nab");
+    assert_eq!(framer.next_command(), None);
+    assert_eq!(framer.begun(), Some((&b"put 0 0 1 5\r\nab"[..], 0)));
+    framer.push(b"cde\r\nsta");
+    assert!(framer.next_command().is_some());
+    assert_eq!(framer.begun(), None);
+    assert_eq!(framer.pending(), b"sta");
+}
+
+#[test]
+fn an_oversized_put_begun_is_its_line_and_the_bytes_thrown_away() {
+    let mut framer = CommandFramer::new(MAX_JOB);
+    framer.push(b"put 0 0 1 20\r\n0123456789");
+    assert_eq!(framer.next_command(), None);
+    assert_eq!(framer.begun(), Some((&b"put 0 0 1 20\r\n"[..], 10)));
+    framer.push(b"0123456789\r\n");
+    let cmd = framer.next_command().expect("the put, thrown away");
+    assert_eq!(cmd.fixed_reply, Some(JOB_TOO_BIG));
+    assert_eq!(framer.begun(), None);
+}
+
 fn every_case() -> Vec<u8> {
     let mut s = Vec::new();
     s.extend_from_slice(b"use a\r\nwatch b\r\nput 0 0 60 5\r\nx\r\ny\r\n\r\n");
