@@ -16,14 +16,18 @@
 //!
 //! Forwarded connections outlive the accept loop: when this node starts to
 //! lead, its own server takes the client address, and its forwarded sessions
-//! attach to it like any other leader.
+//! attach to it like any other leader. The leader's own clients are sessions
+//! too (the engine's `server/carry.rs`): when its term's server stops under
+//! one, the connection comes here ([`carry`]) with its commands not answered
+//! and its input not applied, and goes on as a follower's client does.
 
 use std::net::TcpListener as StdListener;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use beanpole_engine::server::{SessionAttach, END_SESSION};
+use beanpole_engine::server::{CarriedSession, SessionAttach, END_SESSION};
 use beanpole_engine::wal::session::REPLIES_KEPT;
+use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -110,10 +114,52 @@ async fn forward(client: TcpStream, ctx: Arc<Forwarding>) {
     let Ok(owner) = session_key() else {
         return;
     };
+    let framer = CommandFramer::new(ctx.max_job_size);
+    let session = Session::new(WINDOW_BYTES);
+    carry_on(client, owner, framer, session, ClientState::default(), ctx).await;
+}
+
+/// Go on with a client of this node's own server, which stopped under it (its
+/// term ended, or a commit did not come in time), as a forwarded session: the
+/// commands it was not answered are sent to the next leader with the rest.
+pub fn carry(carried: CarriedSession, ctx: Arc<Forwarding>) {
+    tokio::spawn(async move {
+        let Ok(client) = TcpStream::from_std(carried.stream) else {
+            return;
+        };
+        let mut framer = CommandFramer::new(ctx.max_job_size);
+        let watched = carried.watch.into_iter().map(Bytes::from).collect();
+        let mut session = Session::resumed(
+            WINDOW_BYTES,
+            carried.acked,
+            Bytes::from(carried.use_tube),
+            watched,
+        );
+        framer.push(&carried.input);
+        while let Some(cmd) = framer.next_command() {
+            if session.send(cmd).is_err() {
+                break;
+            }
+        }
+        let state = ClientState {
+            eof: carried.eof,
+            gone: false,
+        };
+        carry_on(client, carried.owner, framer, session, state, ctx).await;
+    });
+}
+
+/// Forward a client connection as session `owner` until it ends, from where
+/// `framer`, `session` and `state` say it is.
+async fn carry_on(
+    client: TcpStream,
+    owner: u64,
+    mut framer: CommandFramer,
+    mut session: Session,
+    mut state: ClientState,
+    ctx: Arc<Forwarding>,
+) {
     let (mut cr, mut cw) = client.into_split();
-    let mut framer = CommandFramer::new(ctx.max_job_size);
-    let mut session = Session::new(WINDOW_BYTES);
-    let mut state = ClientState::default();
     let mut stop = ctx.stop.clone();
     // When a reply last came.
     let mut progress = Instant::now();
@@ -283,7 +329,7 @@ async fn send_all(lw: &mut OwnedWriteHalf, cmds: &[FramedCommand]) -> std::io::R
 }
 
 /// A random session key (never 0).
-fn session_key() -> std::io::Result<u64> {
+pub(super) fn session_key() -> std::io::Result<u64> {
     loop {
         let mut b = [0u8; 8];
         getrandom::fill(&mut b).map_err(|e| std::io::Error::other(e.to_string()))?;
