@@ -188,9 +188,13 @@ impl Carry {
     /// acknowledged and the copy starts after the last of them.
     pub fn pass_begins(&mut self, unread: &Unread<'_>, answered: u64, written: bool) {
         self.sync(unread);
-        if !written {
-            return;
+        if written {
+            self.acknowledge(unread, answered);
         }
+    }
+
+    /// Every reply of the `answered` commands has been written.
+    fn acknowledge(&mut self, unread: &Unread<'_>, answered: u64) {
         self.acked = answered;
         self.tubes = None;
         match self.raw.as_mut() {
@@ -216,12 +220,14 @@ impl Carry {
         self.seen = unread.len();
     }
 
-    /// A command was answered, and `unread` is what follows it; `in_pass`
-    /// unless it is a waiting reserve's answer, given between passes (after
-    /// reads, which are taken in first).
-    pub fn answered(&mut self, unread: &Unread<'_>, in_pass: bool) {
+    /// A command was answered, the `answered`-th, and `unread` is what
+    /// follows it; `in_pass` unless it is a waiting reserve's answer, given
+    /// between passes: the reads since are taken in first, and every earlier
+    /// reply has been written (before the reserve waited).
+    pub fn answered(&mut self, unread: &Unread<'_>, answered: u64, in_pass: bool) {
         if !in_pass {
             self.sync(unread);
+            self.acknowledge(unread, answered.saturating_sub(1));
         }
         self.boundary = self.read - unread.len() as u64;
     }
@@ -265,5 +271,111 @@ impl Carry {
             tubes,
             eof: false,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection's input as the server holds it: nothing read in place.
+    fn unread(input: &[u8]) -> Unread<'_> {
+        Unread { body: &[], input }
+    }
+
+    #[test]
+    fn a_pass_whose_replies_were_not_written_is_carried_whole_with_what_follows() {
+        let mut c = Carry::new(7, 1000);
+        // Pass 1: two commands answered, then written.
+        c.pass_begins(&unread(b"use a\r\npeek 1\r\n"), 0, true);
+        c.answered(&unread(b"peek 1\r\n"), 1, true);
+        c.answered(&unread(b""), 2, true);
+        c.pass_ends(&unread(b""));
+        // Pass 2: one command answered, a put's line and half its body read.
+        c.pass_begins(&unread(b"delete 1\r\nput 0 0 9 2\r\nh"), 2, true);
+        c.answered(&unread(b"put 0 0 9 2\r\nh"), 3, true);
+        c.pass_ends(&unread(b"put 0 0 9 2\r\nh"));
+        // Its reply is not written: the term ends.
+        let taken = c
+            .take(&unread(b"put 0 0 9 2\r\nhi"), 3, false)
+            .expect("kept");
+        assert_eq!(taken.owner, 7);
+        assert_eq!(taken.acked, 2);
+        assert_eq!(taken.input, b"delete 1\r\nput 0 0 9 2\r\nhi");
+        // Had it been written, only the put would be carried.
+        let mut c2 = Carry::new(7, 1000);
+        c2.pass_begins(&unread(b"delete 1\r\nput 0 0 9 2\r\nh"), 0, true);
+        c2.answered(&unread(b"put 0 0 9 2\r\nh"), 1, true);
+        c2.pass_ends(&unread(b"put 0 0 9 2\r\nh"));
+        let taken = c2
+            .take(&unread(b"put 0 0 9 2\r\nh"), 1, true)
+            .expect("kept");
+        assert_eq!(
+            (taken.acked, &taken.input[..]),
+            (1, &b"put 0 0 9 2\r\nh"[..])
+        );
+    }
+
+    #[test]
+    fn a_reserve_answered_between_passes_acknowledges_what_came_before_it() {
+        let mut c = Carry::new(1, 1000);
+        // One pass: a peek answered, a reserve waits; the peek's reply is written.
+        c.pass_begins(&unread(b"peek 1\r\nreserve\r\n"), 0, true);
+        c.answered(&unread(b"reserve\r\n"), 1, true);
+        c.pass_ends(&unread(b""));
+        // More input while it waits; then the reserve is answered.
+        c.answered(&unread(b"stats-job 5\r\n"), 2, false);
+        // The next pass begins before that answer is written, and runs the
+        // stats-job; then the term ends with both replies unwritten.
+        c.pass_begins(&unread(b"stats-job 5\r\n"), 2, false);
+        c.answered(&unread(b""), 3, true);
+        c.pass_ends(&unread(b""));
+        let taken = c.take(&unread(b""), 3, false).expect("kept");
+        assert_eq!(taken.acked, 1);
+        assert_eq!(taken.input, b"reserve\r\nstats-job 5\r\n");
+    }
+
+    #[test]
+    fn the_tubes_are_those_of_the_last_acknowledgement() {
+        let mut c = Carry::new(1, 1000);
+        c.pass_begins(&unread(b"peek 1\r\nuse b\r\n"), 0, true);
+        assert!(!c.keeps_tubes(b"peek 1\r\nuse b\r\n"));
+        c.answered(&unread(b"use b\r\n"), 1, true);
+        assert!(c.keeps_tubes(b"use b\r\n"));
+        c.keep_tubes(b"a".to_vec(), vec![b"default".to_vec()]);
+        assert!(!c.keeps_tubes(b"watch c\r\n"), "kept once");
+        c.answered(&unread(b""), 2, true);
+        c.pass_ends(&unread(b""));
+        let taken = c.take(&unread(b""), 2, false).expect("kept");
+        assert_eq!(
+            taken.tubes,
+            Some((b"a".to_vec(), vec![b"default".to_vec()]))
+        );
+        // Written, the tubes are the connection's own (the caller's).
+        let mut c = Carry::new(1, 1000);
+        c.pass_begins(&unread(b"use b\r\n"), 0, true);
+        c.keep_tubes(b"a".to_vec(), Vec::new());
+        c.answered(&unread(b""), 1, true);
+        c.pass_ends(&unread(b""));
+        assert_eq!(c.take(&unread(b""), 1, true).expect("kept").tubes, None);
+    }
+
+    #[test]
+    fn bytes_past_the_limit_are_given_up_until_a_pass_begins_between_commands() {
+        let mut c = Carry::new(1, 0);
+        let junk = vec![b'x'; c.limit + 1];
+        c.pass_begins(&unread(&junk), 0, true);
+        c.pass_ends(&unread(b""));
+        assert!(c.take(&unread(b""), 0, true).is_none());
+        // An answer later, then a pass between two commands: kept again.
+        let mut c = Carry::new(1, 0);
+        c.pass_begins(&unread(&junk), 0, true);
+        c.answered(&unread(b"peek 1\r\n"), 1, true);
+        c.pass_ends(&unread(b"peek 1\r\n"));
+        c.pass_begins(&unread(b"peek 1\r\n"), 1, true);
+        let taken = c
+            .take(&unread(b"peek 1\r\n"), 1, false)
+            .expect("kept again");
+        assert_eq!((taken.acked, &taken.input[..]), (1, &b"peek 1\r\n"[..]));
     }
 }

@@ -109,7 +109,7 @@ struct Conn {
     /// when it is a cluster leader's own client (`carry.rs`).
     session: Option<Box<SessionConn>>,
     /// The server stopped under the connection (its log pipe closed, or it
-    /// stops), or a commit of a leader's own client did not come in time.
+    /// stops): a leader's own client is then carried to the next leader.
     cut: bool,
 }
 
@@ -527,13 +527,6 @@ impl Conn {
         if self.out.len() <= s.mark {
             return;
         }
-        if let Some(c) = s.carry.as_mut() {
-            let unread = Unread {
-                body: &self.body,
-                input: &self.input,
-            };
-            c.answered(&unread, in_pass);
-        }
         let mut reply = self.out.tail(s.mark);
         if reply.starts_with(b"RESERVED ") {
             if let Some(end) = memchr::memmem::find(&reply, b"\r\n") {
@@ -542,6 +535,13 @@ impl Conn {
         }
         s.answered += 1;
         s.mark = self.out.len();
+        if let Some(c) = s.carry.as_mut() {
+            let unread = Unread {
+                body: &self.body,
+                input: &self.input,
+            };
+            c.answered(&unread, s.answered, in_pass);
+        }
         store.note_reply(self.id, reply);
     }
 
