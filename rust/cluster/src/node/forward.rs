@@ -181,8 +181,14 @@ async fn carry_on(
         if send_all(&mut lw, &resend).await.is_err() {
             continue;
         }
-        if state.eof && !session.quit_sent() && lw.shutdown().await.is_err() {
-            continue;
+        if state.eof && !session.quit_sent() {
+            // The start of a command cut short, if it is still here (a session
+            // carried from this node's own server): passed on as the client's
+            // end was.
+            let rest = framer.input_mut().split();
+            if lw.write_all(&rest).await.is_err() || lw.shutdown().await.is_err() {
+                continue;
+            }
         }
         let end = tokio::select! {
             e = pump(&mut cr, &mut cw, &mut lr, &mut lw, &mut framer, &mut session, &mut state) => e,

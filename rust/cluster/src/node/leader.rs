@@ -15,7 +15,7 @@
 //!
 //! The term's server makes each of its clients a session (the engine's
 //! `server/carry.rs`) and, when it stops under one, hands the connection to
-//! the forwarding path with what it had not answered ([`Carry`]): the client
+//! the forwarding path with what it had not answered ([`NodeCarrier`]): the client
 //! keeps its connection and its reservations, as a follower's does.
 //!
 //! A node handing its lead over (`handover.rs`) sets `yielding`: the term's
@@ -112,13 +112,13 @@ struct Serving {
 }
 
 /// Takes the term servers' clients over when a server stops under them.
-struct Carry {
+struct NodeCarrier {
     forwarding: Arc<Forwarding>,
     /// The node's runtime, where forwarded connections run.
     runtime: tokio::runtime::Handle,
 }
 
-impl SessionCarrier for Carry {
+impl SessionCarrier for NodeCarrier {
     fn new_owner(&self) -> u64 {
         // A key nobody else draws: 64 random bits. Without randomness, a key
         // that changes (time and a counter), rather than refusing the client.
@@ -149,7 +149,7 @@ pub async fn run(leading: Leading) {
         max_job_size: leading.server.max_job_size,
         stop: stopped,
     });
-    let carrier = Carrier(Arc::new(Carry {
+    let carrier = Carrier(Arc::new(NodeCarrier {
         forwarding: Arc::clone(&forwarding),
         runtime: tokio::runtime::Handle::current(),
     }));
