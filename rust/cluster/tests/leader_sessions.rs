@@ -159,3 +159,51 @@ fn a_leaders_own_client_waiting_in_reserve_is_answered_by_the_next_leader() -> R
     }
     Ok(())
 }
+
+#[test]
+fn a_stopping_nodes_carried_client_gives_its_job_back_at_once() -> Result<(), Error> {
+    // A grace time and a TTR far longer than the test: the job can come back
+    // only because the stopping node ended its client's session.
+    let file = cluster_file(3)?;
+    let dirs: Vec<tempfile::TempDir> = (0..3)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        nodes.push(Some(start_with(&file, id, dirs[id as usize - 1].path(), |c| {
+            c.server.session_grace = Duration::from_secs(600);
+        })?));
+    }
+    let first = serving(&nodes)?;
+    let leader = nodes[first].as_ref().ok_or("leader")?;
+    let mut client = Client::connect(leader.client_addr()?)?;
+    assert_eq!(client.call(b"put 0 0 600 4\r\nheld\r\n")?, "INSERTED 1\r\n");
+    assert_eq!(client.call(b"reserve\r\n")?, "RESERVED 1 4\r\n");
+    assert_eq!(client.body(4)?, b"held");
+    step_down(leader, || Ok(()))?;
+    // Carried to the next leader: still the client's.
+    assert_eq!(state(&mut client, 1)?, "reserved");
+    let second = serving(&nodes)?;
+    let mut other = Client::connect(nodes[second].as_ref().ok_or("new")?.client_addr()?)?;
+    assert_eq!(state(&mut other, 1)?, "reserved");
+    // The old leader stops: it closes the client's connection and ends its
+    // session on the way.
+    if let Some(mut old) = nodes[first].take() {
+        old.stop();
+    }
+    let mut rest = String::new();
+    assert_eq!(
+        std::io::BufRead::read_line(&mut client.reader, &mut rest)?,
+        0,
+        "closed"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while state(&mut other, 1)? != "ready" {
+        assert!(Instant::now() < deadline, "job 1 never came back");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for node in nodes.iter_mut().flatten() {
+        node.stop();
+    }
+    Ok(())
+}

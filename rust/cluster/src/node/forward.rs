@@ -22,6 +22,7 @@
 //! and its input not applied, and goes on as a follower's client does.
 
 use std::net::TcpListener as StdListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,7 +32,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use super::track::{CommandFramer, FramedCommand, ReplyFramer, Session};
@@ -52,6 +53,9 @@ const WINDOW_COMMANDS: usize = REPLIES_KEPT - 24;
 /// Unanswered bytes per session at most (then the client is read no further
 /// until replies come).
 const WINDOW_BYTES: usize = 4 << 20;
+/// When the node stops, how long a forwarded connection may take to have its
+/// session ended.
+pub const END_AT_STOP: Duration = Duration::from_millis(500);
 
 /// What every forwarded connection of this node shares.
 pub struct Forwarding {
@@ -61,6 +65,49 @@ pub struct Forwarding {
     /// Set when the node stops: every forwarded connection ends. A watch
     /// channel: a flag that many tasks wait on.
     pub stop: watch::Receiver<bool>,
+    /// The forwarded connections still running.
+    pub live: Live,
+}
+
+/// The forwarded connections running, for the node's stop to wait until they
+/// have ended their sessions.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// How many run. An atomic: each connection's task changes it, the stop
+    /// reads it.
+    count: AtomicUsize,
+    /// Wakes the stop when one ends. A Notify: a wakeup that carries nothing.
+    ended: Notify,
+}
+
+/// One running forwarded connection, counted in [`Live`] while it lives.
+struct Running<'a>(&'a Live);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::SeqCst);
+        self.0.ended.notify_waiters();
+    }
+}
+
+impl Live {
+    fn enter(&self) -> Running<'_> {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        Running(self)
+    }
+
+    /// Wait until no forwarded connection runs.
+    pub async fn idle(&self) {
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.count.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            ended.await;
+        }
+    }
 }
 
 /// Accept client connections on a copy of `listener` and forward each, until
@@ -96,6 +143,8 @@ enum End {
     Hangup,
     /// The link to the leader broke: attach again.
     Link,
+    /// The node stops.
+    Stopped,
 }
 
 /// What a client connection has done so far.
@@ -159,6 +208,7 @@ async fn carry_on(
     mut state: ClientState,
     ctx: Arc<Forwarding>,
 ) {
+    let _running = ctx.live.enter();
     let (mut cr, mut cw) = client.into_split();
     let mut stop = ctx.stop.clone();
     // When a reply last came.
@@ -166,11 +216,17 @@ async fn carry_on(
     loop {
         let acked_before = session.acked();
         let attached = tokio::select! {
-            a = attach_anywhere(&ctx, owner, session.acked(), &session) => a,
+            a = attach_anywhere(&ctx, owner, session.acked(), &session) => Some(a),
             _ = stop.changed() => None,
         };
-        let Some(link) = attached else {
-            return;
+        let link = match attached {
+            Some(Some(link)) => link,
+            Some(None) => return,
+            None => {
+                drop((cr, cw));
+                end_at_stop(&ctx, owner, &session).await;
+                return;
+            }
         };
         let (mut lr, mut lw) = link.into_split();
         // What the last leader did not answer goes to this one.
@@ -192,10 +248,15 @@ async fn carry_on(
         }
         let end = tokio::select! {
             e = pump(&mut cr, &mut cw, &mut lr, &mut lw, &mut framer, &mut session, &mut state) => e,
-            _ = stop.changed() => return,
+            _ = stop.changed() => End::Stopped,
         };
         match end {
             End::Quit => return,
+            End::Stopped => {
+                drop((cr, cw, lr, lw));
+                end_at_stop(&ctx, owner, &session).await;
+                return;
+            }
             End::Hangup => {
                 drop((lr, lw));
                 let _ = attach_anywhere(&ctx, owner, END_SESSION, &session).await;
@@ -302,6 +363,17 @@ async fn pump(
     }
 }
 
+/// The node stops and closes the client's connection: end its session as a
+/// hang-up would, so its jobs come back now rather than after the grace time
+/// (nobody can attach it again: its key is this node's).
+async fn end_at_stop(ctx: &Forwarding, owner: u64, session: &Session) {
+    let _ = tokio::time::timeout(
+        END_AT_STOP,
+        attach_anywhere(ctx, owner, END_SESSION, session),
+    )
+    .await;
+}
+
 /// A `quit` of the follower's own.
 fn quit() -> FramedCommand {
     let mut framer = CommandFramer::new(0);
@@ -384,8 +456,11 @@ async fn attach_anywhere(
         if left.is_zero() {
             return None;
         }
-        // A new leader, or a moment, before the next try.
-        let _ = tokio::time::timeout(left.min(RETRY), metrics.changed()).await;
+        // A new leader, or a moment, before the next try (a moment too once
+        // Raft has stopped and its metrics no longer change).
+        if let Ok(Err(_)) = tokio::time::timeout(left.min(RETRY), metrics.changed()).await {
+            tokio::time::sleep(left.min(RETRY)).await;
+        }
     }
 }
 

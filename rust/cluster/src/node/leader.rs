@@ -148,6 +148,7 @@ pub async fn run(leading: Leading) {
         identity: Arc::clone(&leading.identity),
         max_job_size: leading.server.max_job_size,
         stop: stopped,
+        live: forward::Live::default(),
     });
     let carrier = Carrier(Arc::new(NodeCarrier {
         forwarding: Arc::clone(&forwarding),
@@ -224,6 +225,12 @@ pub async fn run(leading: Leading) {
         d.abort();
     }
     let _ = stop.send(true);
+    // The forwarded connections end their sessions (their jobs come back now).
+    let _ = tokio::time::timeout(
+        forward::END_AT_STOP + Duration::from_millis(100),
+        forwarding.live.idle(),
+    )
+    .await;
 }
 
 /// Start serving term `term`, once everything committed before it is applied;
