@@ -16,16 +16,15 @@ clock in nanoseconds:
   ``kill``, ``term``, ``power``, ``cut`` and ``oneway`` may end the node's connections
   at ``at`` (a one-way cut ends them when it heals; ``at`` is an earlier bound). In a
   cluster the harness also records what it saw of the leadership, with ``seen``, a
-  later bound (bench/cluster_chaos_nodes.py): ``depose``, the node's connections may
-  have ended from ``at``; ``leader``, a node began to serve a term: the
-  reservations of every connection a node served itself may have ended from ``at``
-  (they are not replicated), but not those of a follower's clients, which are
-  sessions that keep them through a change of leader (a connection opened to a node
-  while it was known not to serve: after its ``depose``, or its process's end, was
-  seen, and before its next ``leader`` began). A ``cut`` or ``oneway`` of a node's
-  links to some peers may also end the connections of those peers (their sessions
-  lose their way to the leader, and end after the grace time). Such a fault concerns
-  the connections opened by ``seen``;
+  later bound (bench/cluster_chaos_nodes.py): ``depose``, the node stopped serving
+  clients itself; ``leader``, a node began to serve a term. Neither ends a
+  connection or a reservation: every client connection of a cluster is a session
+  whose reservations are replicated, a follower's (forwarded to the leader) as the
+  leader's own (carried to the next leader when the leader's term ends), so a
+  change of leader keeps them all. A ``cut`` or ``oneway`` of a node's links to some
+  peers may also end the connections of those peers (their sessions lose their way
+  to the leader, and end after the grace time). Such a fault concerns the
+  connections opened by ``seen``;
 - ``{"t": "end", "inv", "ret", "empty"}``: after the final drain a stats read at
   ``[inv, ret]`` saw no job left (``empty``).
 
@@ -73,10 +72,8 @@ from typing import Any
 
 from cluster_chaos_lin import INF, NAME_STATES, Ghost, Step, Timing, search
 
-ENDS_CONNS = frozenset({"kill", "term", "power", "cut", "oneway", "depose"})
-ENDS_ALL = frozenset({"leader"})  # ends the reservations of every node's own clients
+ENDS_CONNS = frozenset({"kill", "term", "power", "cut", "oneway"})
 _LINKS = frozenset({"cut", "oneway"})  # also end the connections of the peers they cut off
-_ENDS_SERVING = frozenset({"depose", "kill", "term", "power"})  # the node serves no more
 _DIES = frozenset({"kill", "term", "power"})  # the node's process ends
 MAKES_READY = {"put": "INSERTED", "release": "RELEASED", "kick-job": "KICKED"}
 # Replies that show the job existed when the step ran.
@@ -144,11 +141,8 @@ class Fault:
     seen: int  # it happened in [at, seen]; at for what the harness did itself
     peers: tuple[int, ...] = ()  # a link fault's other ends
 
-    def ends(self, node: int, session: bool = False) -> bool:
-        """Whether it may end the connections to ``node`` (a follower's session if
-        ``session``)."""
-        if self.kind in ENDS_ALL:
-            return not session
+    def ends(self, node: int) -> bool:
+        """Whether it may end the connections to ``node``."""
         if self.kind in _LINKS and node in self.peers:
             return True
         return self.kind in ENDS_CONNS and self.node == node
@@ -166,28 +160,10 @@ class History:
         """Earliest moment the server could have dropped ``conn``."""
         end = self.closed.get(conn, INF)
         node, opened = self.opened.get(conn, (0, 0))
-        session = self.session(conn)
         for f in self.faults:
-            if f.ends(node, session) and opened <= f.seen and f.at < end:
+            if f.ends(node) and opened <= f.seen and f.at < end:
                 end = min(end, max(f.at, opened))
         return end
-
-    def session(self, conn: int) -> bool:
-        """Whether ``conn`` is a follower's session: opened to its node while that
-        node was known not to serve (after the end of its serving was seen, or before
-        it first served, and before its next term began)."""
-        node, opened = self.opened.get(conn, (0, 0))
-        marks = sorted(
-            (f.seen if f.kind != "leader" else f.at, f.kind == "leader")
-            for f in self.faults
-            if f.node == node and (f.kind == "leader" or f.kind in _ENDS_SERVING)
-        )
-        not_serving_since: int | None = 0
-        for at, begins in marks:
-            if at > opened:
-                return begins and not_serving_since is not None
-            not_serving_since = None if begins else at
-        return not_serving_since is not None
 
     def node_of(self, conn: int) -> int:
         return self.opened.get(conn, (0, 0))[0]

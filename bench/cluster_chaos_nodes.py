@@ -17,22 +17,21 @@ each node as on one node.
 **Who serves.** Only the leader serves clients itself; a node that does not lead
 forwards client connections to the leader, so a probe tells them apart by the ``pid``
 in the ``stats`` it is answered (the node's own process, or the leader's).
-A client of a follower is a session whose reservations outlive a change of leader,
-but the leader's own clients' connections end with its term, and what they held is
-gone, as after a restart. The checker must know when that may have happened (it
-still treats every change of leader as the end of every reservation), and the
-harness sees it from outside: a monitor thread per node probes the node's client
-address (not through its proxy) every few milliseconds while it does not serve
-itself, and holds a connection open while it does. It records, as history faults:
+Every client of a node is a session whose reservations outlive a change of leader:
+a follower's client is forwarded to the leader, and a leader's own client is carried
+to the next leader when its term ends. The harness still records, for the report and
+for the workers, which node serves, seen from outside: a monitor thread per node
+probes the node's client address (not through its proxy) every few milliseconds
+while it does not serve itself, and holds a connection open while it does. It
+records, as history faults (the checker ends no reservation at either):
 
 - ``leader`` (node, ``at``, ``seen``): the node began to serve a term, after ``at``
   (its last probe that was refused, closed or relayed, or the end of its previous term) and
-  before ``seen`` (the probe's reply): every reservation may be gone from ``at``;
+  before ``seen`` (the probe's reply);
 - ``depose`` (node, ``at``, ``seen``): the node's term server closed the monitor's
   connection, or the node's Raft term moved on (asked on its peer address: the
-  monitor's connection may be a session its own forwarder made, which outlives the
-  term), after ``at`` (the last request it answered in its term) and before ``seen``:
-  the node's connections may have ended from ``at``.
+  monitor's connection is a session, which outlives the term), after ``at`` (the
+  last request it answered in its term) and before ``seen``.
 """
 
 from __future__ import annotations

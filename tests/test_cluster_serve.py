@@ -293,7 +293,7 @@ def test_a_leader_stopped_with_sigterm_hands_its_lead_to_a_follower(
     successor, next_term = int(said[0][1]), int(said[0][2])
     assert successor != first
     assert next_term == term + 1
-    # The old leader's clients are closed.
+    # The old leader's clients are carried to its successor, and closed when it exits.
     assert raw.recv(64) == b""
     raw.close()
     client.close()

@@ -2,12 +2,14 @@
 //! does on SIGTERM), with three nodes in one process over loopback: the most
 //! up-to-date follower is elected in the next term, every put the old leader
 //! acknowledged (those in flight during the hand-over too) is on the new one,
-//! and the old leader's clients are closed. A campaign request that does not
+//! and the old leader's clients go on with the new one (a reserve that waited
+//! on the old leader is answered by the new). A campaign request that does not
 //! come from the leader a node follows, or that asks a node which is behind or
 //! not a voter, is refused and changes nothing.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -107,32 +109,28 @@ impl Client {
         buf.truncate(len);
         Ok(buf)
     }
-
-    /// Whether the server closed the connection (what is left to read ends).
-    fn closed(&mut self) -> Result<bool, Error> {
-        let mut rest = Vec::new();
-        match self.reader.read_to_end(&mut rest) {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Ok(true),
-            Err(e) => Err(e.into()),
-        }
-    }
 }
 
-/// Puts on their own connection to `addr` until it closes; the ids acknowledged.
-fn putter(addr: SocketAddr, acked: std::sync::mpsc::Sender<u64>) -> Result<(), Error> {
+/// Puts on their own connection to `addr` until `stop` is set, each of them
+/// answered (the connection outlives the leader's term); the ids acknowledged.
+fn putter(
+    addr: SocketAddr,
+    acked: std::sync::mpsc::Sender<u64>,
+    stop: Arc<AtomicBool>,
+) -> Result<(), Error> {
     let mut client = Client::connect(addr)?;
     for i in 0.. {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
         let body = format!("in flight {i}");
         let put = format!("put 0 0 60 {}\r\n{body}\r\n", body.len());
-        let Ok(reply) = client.call(put.as_bytes()) else {
-            return Ok(());
-        };
-        match reply.trim_end().strip_prefix("INSERTED ") {
-            Some(id) => acked.send(id.parse()?)?,
-            // Closed (or a reply whose outcome is unknown): no more.
-            None => return Ok(()),
-        }
+        let reply = client.call(put.as_bytes())?;
+        let id = reply
+            .trim_end()
+            .strip_prefix("INSERTED ")
+            .ok_or_else(|| format!("put {i}: {reply:?}"))?;
+        acked.send(id.parse()?)?;
     }
     Ok(())
 }
@@ -159,10 +157,15 @@ fn a_stopping_leader_hands_over_and_no_acknowledged_put_is_lost() -> Result<(), 
     // A client waiting in a reserve, and one putting all the while.
     let mut waiting = Client::connect(old.client_addr()?)?;
     assert_eq!(waiting.call(b"watch empty\r\n")?, "WATCHING 2\r\n");
+    assert_eq!(waiting.call(b"ignore default\r\n")?, "WATCHING 1\r\n");
     waiting.writer.write_all(b"reserve-with-timeout 60\r\n")?;
     let (tx, acked) = std::sync::mpsc::channel();
     let addr = old.client_addr()?;
-    let put_thread = std::thread::spawn(move || putter(addr, tx));
+    let stop = Arc::new(AtomicBool::new(false));
+    let put_thread = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || putter(addr, tx, stop))
+    };
     let mut in_flight = vec![acked.recv_timeout(Duration::from_secs(10))?];
 
     let outcome = old.hand_over(Duration::from_secs(10));
@@ -171,13 +174,17 @@ fn a_stopping_leader_hands_over_and_no_acknowledged_put_is_lost() -> Result<(), 
     };
     assert_ne!(to, first as u64 + 1);
     assert_eq!(next, term + 1, "elected in the next term");
-    // The old leader's clients are closed; it follows the new leader.
-    assert!(client.closed()?);
-    assert!(waiting.closed()?);
+    // The old leader's clients go on with the new leader, the putter's too:
+    // a put acknowledged after the hand-over, then it stops.
+    in_flight.extend(acked.try_iter());
+    in_flight.push(acked.recv_timeout(Duration::from_secs(10))?);
+    stop.store(true, Ordering::SeqCst);
     put_thread
         .join()
         .map_err(|_| "the putting thread panicked")??;
     in_flight.extend(acked.try_iter());
+    assert_eq!(client.call(b"peek 20\r\n")?, "FOUND 20 6\r\n");
+    assert_eq!(client.body(6)?, b"job 20");
     let status = old.status();
     assert_eq!((status.role, status.leader), ("follower", Some(to)));
     assert!(!status.serving);
@@ -206,6 +213,15 @@ fn a_stopping_leader_hands_over_and_no_acknowledged_put_is_lost() -> Result<(), 
         .ok_or(put.clone())?
         .parse()?;
     assert!(id > last, "{id} after {last}");
+    // The reserve that waited on the old leader is answered by the new one.
+    assert_eq!(client.call(b"use empty\r\n")?, "USING empty\r\n");
+    let put = client.call(b"put 0 0 60 4\r\nlate\r\n")?;
+    let late = put
+        .trim_end()
+        .strip_prefix("INSERTED ")
+        .ok_or(put.clone())?;
+    assert_eq!(waiting.call(b"")?, format!("RESERVED {late} 4\r\n"));
+    assert_eq!(waiting.body(4)?, b"late");
     // A client of the old leader's address is relayed to the new leader.
     let mut relayed = Client::connect(old.client_addr()?)?;
     assert_eq!(

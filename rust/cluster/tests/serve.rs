@@ -45,8 +45,30 @@ fn the_leader_serves_clients_and_a_new_leader_has_what_it_acknowledged() -> Resu
     assert_eq!(relayed.call(b"delete 21\r\n")?, "DELETED\r\n");
     drop(relayed);
 
-    // The leader stops; another node takes over with every acknowledged change.
+    // The client hangs up: job 1 is ready again once that is committed (a
+    // read waits for what it saw to be).
     drop(client);
+    let mut watcher = Client::connect(nodes[first].as_ref().ok_or("leader")?.client_addr()?)?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = watcher.call(b"peek-ready\r\n")?;
+        if reply == "FOUND 1 5\r\n" {
+            watcher.body(5)?;
+            break;
+        }
+        if let Some(len) = reply
+            .trim_end()
+            .rsplit(' ')
+            .next()
+            .and_then(|l| l.parse().ok())
+        {
+            watcher.body(len)?;
+        }
+        assert!(Instant::now() < deadline, "job 1 never came back");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(watcher);
+    // The leader stops; another node takes over with every acknowledged change.
     if let Some(mut old) = nodes[first].take() {
         old.stop();
         assert_eq!(old.status().role, "down");
@@ -62,7 +84,7 @@ fn the_leader_serves_clients_and_a_new_leader_has_what_it_acknowledged() -> Resu
     );
     assert_eq!(client.call(b"peek 20\r\n")?, "FOUND 20 6\r\n");
     assert_eq!(client.body(6)?, b"job 20");
-    // Job 1 was reserved by a client of the old leader: it is ready again.
+    // Job 1, reserved by a client of the old leader that hung up, is ready.
     assert_eq!(client.call(b"peek-ready\r\n")?, "FOUND 1 5\r\n");
     assert_eq!(client.body(5)?, b"job 1");
     let stats = client.call(b"stats-tube default\r\n")?;

@@ -23,18 +23,23 @@
 //!
 //! Forwarded connections outlive the accept loop: when this node starts to
 //! lead, its own server takes the client address, and its forwarded sessions
-//! attach to it like any other leader.
+//! attach to it like any other leader. The leader's own clients are sessions
+//! too (the engine's `server/carry.rs`): when its term's server stops under
+//! one, the connection comes here ([`carry`]) with its commands not answered
+//! and its input not applied, and goes on as a follower's client does.
 
 use std::net::TcpListener as StdListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use beanpole_engine::server::{SessionAttach, END_SESSION};
+use beanpole_engine::server::{CarriedSession, SessionAttach, END_SESSION};
 use beanpole_engine::wal::session::REPLIES_KEPT;
+use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use super::track::{CommandFramer, FramedCommand, Outbox, ReplyFramer, Session};
@@ -55,6 +60,9 @@ const WINDOW_COMMANDS: usize = REPLIES_KEPT - 24;
 /// Unanswered bytes per session at most (then the client is read no further
 /// until replies come).
 const WINDOW_BYTES: usize = 4 << 20;
+/// When the node stops, how long a forwarded connection may take to have its
+/// session ended.
+pub const END_AT_STOP: Duration = Duration::from_millis(500);
 
 /// What every forwarded connection of this node shares.
 pub struct Forwarding {
@@ -64,6 +72,49 @@ pub struct Forwarding {
     /// Set when the node stops: every forwarded connection ends. A watch
     /// channel: a flag that many tasks wait on.
     pub stop: watch::Receiver<bool>,
+    /// The forwarded connections still running.
+    pub live: Live,
+}
+
+/// The forwarded connections running, for the node's stop to wait until they
+/// have ended their sessions.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// How many run. An atomic: each connection's task changes it, the stop
+    /// reads it.
+    count: AtomicUsize,
+    /// Wakes the stop when one ends. A Notify: a wakeup that carries nothing.
+    ended: Notify,
+}
+
+/// One running forwarded connection, counted in [`Live`] while it lives.
+struct Running<'a>(&'a Live);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::SeqCst);
+        self.0.ended.notify_waiters();
+    }
+}
+
+impl Live {
+    fn enter(&self) -> Running<'_> {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        Running(self)
+    }
+
+    /// Wait until no forwarded connection runs.
+    pub async fn idle(&self) {
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.count.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            ended.await;
+        }
+    }
 }
 
 /// Accept client connections on a copy of `listener` and forward each, until
@@ -103,6 +154,8 @@ enum End {
     Next,
     /// The link to the leader broke: attach again.
     Link,
+    /// The node stops.
+    Stopped,
 }
 
 /// What a client connection has done so far.
@@ -127,22 +180,80 @@ async fn forward(client: TcpStream, ctx: Arc<Forwarding>) {
     let Ok(owner) = session_key() else {
         return;
     };
+    let framer = CommandFramer::new(ctx.max_job_size);
+    let session = Session::new(WINDOW_BYTES);
+    let tracked = (framer, session, Outbox::new());
+    carry_on(client, owner, tracked, ClientState::default(), ctx).await;
+}
+
+/// Go on with a client of this node's own server, which stopped under it (its
+/// term ended, or a commit did not come in time), as a forwarded session: the
+/// commands it was not answered are sent to the next leader with the rest.
+pub fn carry(carried: CarriedSession, ctx: Arc<Forwarding>) {
+    tokio::spawn(async move {
+        let Ok(client) = TcpStream::from_std(carried.stream) else {
+            return;
+        };
+        let mut framer = CommandFramer::new(ctx.max_job_size);
+        let watched = carried.watch.into_iter().map(Bytes::from).collect();
+        let mut session = Session::resumed(
+            WINDOW_BYTES,
+            carried.acked,
+            Bytes::from(carried.use_tube),
+            watched,
+        );
+        framer.push(&carried.input);
+        // As the client's reads would have: commands behind a reserve that may
+        // wait are held until it is answered.
+        let mut outbox = Outbox::new();
+        while let Some(cmd) = framer.next_command() {
+            let Some(cmd) = outbox.offer(cmd) else {
+                continue;
+            };
+            if session.send(cmd).is_err() {
+                break;
+            }
+        }
+        if carried.eof {
+            outbox.client_ended();
+        }
+        let state = ClientState {
+            eof: carried.eof,
+            ..ClientState::default()
+        };
+        carry_on(client, carried.owner, (framer, session, outbox), state, ctx).await;
+    });
+}
+
+/// Forward a client connection as session `owner` until it ends, from where
+/// its framer, session and outbox (`tracked`) and `state` say it is.
+async fn carry_on(
+    client: TcpStream,
+    owner: u64,
+    tracked: (CommandFramer, Session, Outbox),
+    mut state: ClientState,
+    ctx: Arc<Forwarding>,
+) {
+    let (mut framer, mut session, mut outbox) = tracked;
+    let _running = ctx.live.enter();
     let (mut cr, mut cw) = client.into_split();
-    let mut framer = CommandFramer::new(ctx.max_job_size);
-    let mut session = Session::new(WINDOW_BYTES);
-    let mut outbox = Outbox::new();
-    let mut state = ClientState::default();
     let mut stop = ctx.stop.clone();
     // When a reply last came.
     let mut progress = Instant::now();
     loop {
         let acked_before = session.acked();
         let attached = tokio::select! {
-            a = attach_anywhere(&ctx, owner, session.acked(), &session) => a,
+            a = attach_anywhere(&ctx, owner, session.acked(), &session) => Some(a),
             _ = stop.changed() => None,
         };
-        let Some(link) = attached else {
-            return;
+        let link = match attached {
+            Some(Some(link)) => link,
+            Some(None) => return,
+            None => {
+                drop((cr, cw));
+                end_at_stop(&ctx, owner, &session).await;
+                return;
+            }
         };
         let (mut lr, mut lw) = link.into_split();
         state.unfinished_sent = 0;
@@ -154,10 +265,15 @@ async fn forward(client: TcpStream, ctx: Arc<Forwarding>) {
         }
         let end = tokio::select! {
             e = pump(&mut cr, &mut cw, &mut lr, &mut lw, &mut framer, &mut session, &mut outbox, &mut state) => e,
-            _ = stop.changed() => return,
+            _ = stop.changed() => End::Stopped,
         };
         match end {
             End::Quit => return,
+            End::Stopped => {
+                drop((cr, cw, lr, lw));
+                end_at_stop(&ctx, owner, &session).await;
+                return;
+            }
             End::Hangup => {
                 drop((lr, lw));
                 let _ = attach_anywhere(&ctx, owner, END_SESSION, &session).await;
@@ -385,6 +501,17 @@ async fn send_new(
     send_all(lw, cmds, skip).await
 }
 
+/// The node stops and closes the client's connection: end its session as a
+/// hang-up would, so its jobs come back now rather than after the grace time
+/// (nobody can attach it again: its key is this node's).
+async fn end_at_stop(ctx: &Forwarding, owner: u64, session: &Session) {
+    let _ = tokio::time::timeout(
+        END_AT_STOP,
+        attach_anywhere(ctx, owner, END_SESSION, session),
+    )
+    .await;
+}
+
 /// A `quit` of the follower's own.
 fn quit() -> FramedCommand {
     let mut framer = CommandFramer::new(0);
@@ -440,7 +567,7 @@ async fn extend_wire(
 }
 
 /// A random session key (never 0).
-fn session_key() -> std::io::Result<u64> {
+pub(super) fn session_key() -> std::io::Result<u64> {
     loop {
         let mut b = [0u8; 8];
         getrandom::fill(&mut b).map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -489,8 +616,11 @@ async fn attach_anywhere(
         if left.is_zero() {
             return None;
         }
-        // A new leader, or a moment, before the next try.
-        let _ = tokio::time::timeout(left.min(RETRY), metrics.changed()).await;
+        // A new leader, or a moment, before the next try (a moment too once
+        // Raft has stopped and its metrics no longer change).
+        if let Ok(Err(_)) = tokio::time::timeout(left.min(RETRY), metrics.changed()).await {
+            tokio::time::sleep(left.min(RETRY)).await;
+        }
     }
 }
 

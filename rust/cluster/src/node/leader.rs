@@ -13,6 +13,11 @@
 //! (`forward.rs`); those outlive the accept loop, and attach to this node's own
 //! server once it leads.
 //!
+//! The term's server makes each of its clients a session (the engine's
+//! `server/carry.rs`) and, when it stops under one, hands the connection to
+//! the forwarding path with what it had not answered ([`NodeCarrier`]): the client
+//! keeps its connection and its reservations, as a follower's does.
+//!
 //! A node handing its lead over (`handover.rs`) sets `yielding`: the term's
 //! server then stops as on a planned stop (no new connections, the passes in
 //! flight get their commits and replies, at most [`DRAIN`]), is not started
@@ -24,7 +29,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use beanpole_engine::server::{Admin, ServerConfig, ServerHandle};
+use beanpole_engine::server::{
+    Admin, CarriedSession, Carrier, ServerConfig, ServerHandle, SessionCarrier,
+};
 use beanpole_engine::wal::pipe::LogPipe;
 use beanpole_engine::wal::replicate;
 use openraft::ServerState;
@@ -106,6 +113,32 @@ struct Serving {
     pipe: Arc<LogPipe>,
 }
 
+/// Takes the term servers' clients over when a server stops under them.
+struct NodeCarrier {
+    forwarding: Arc<Forwarding>,
+    /// The node's runtime, where forwarded connections run.
+    runtime: tokio::runtime::Handle,
+}
+
+impl SessionCarrier for NodeCarrier {
+    fn new_owner(&self) -> u64 {
+        // A key nobody else draws: 64 random bits. Without randomness, a key
+        // that changes (time and a counter), rather than refusing the client.
+        forward::session_key().unwrap_or_else(|_| {
+            static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            (t ^ NEXT.fetch_add(1, Ordering::Relaxed).rotate_left(48)) | 1
+        })
+    }
+
+    fn carry(&self, session: CarriedSession) {
+        let _entered = self.runtime.enter();
+        forward::carry(session, Arc::clone(&self.forwarding));
+    }
+}
+
 /// Watch the metrics until Raft stops, serving while this node leads.
 pub async fn run(leading: Leading) {
     let mut metrics = leading.raft.metrics();
@@ -117,7 +150,12 @@ pub async fn run(leading: Leading) {
         identity: Arc::clone(&leading.identity),
         max_job_size: leading.server.max_job_size,
         stop: stopped,
+        live: forward::Live::default(),
     });
+    let carrier = Carrier(Arc::new(NodeCarrier {
+        forwarding: Arc::clone(&forwarding),
+        runtime: tokio::runtime::Handle::current(),
+    }));
     let mut relay = Some(forward::spawn(&leading.client, Arc::clone(&forwarding)));
     let mut serving: Option<Serving> = None;
     let mut yielding = leading.yielding.clone();
@@ -149,7 +187,7 @@ pub async fn run(leading: Leading) {
             relay = Some(forward::spawn(&leading.client, Arc::clone(&forwarding)));
         }
         if leads && serving.is_none() {
-            if let Some(started) = start_term(&leading, term).await {
+            if let Some(started) = start_term(&leading, term, &carrier).await {
                 if let Some(d) = relay.take() {
                     d.abort();
                 }
@@ -189,11 +227,17 @@ pub async fn run(leading: Leading) {
         d.abort();
     }
     let _ = stop.send(true);
+    // The forwarded connections end their sessions (their jobs come back now).
+    let _ = tokio::time::timeout(
+        forward::END_AT_STOP + Duration::from_millis(100),
+        forwarding.live.idle(),
+    )
+    .await;
 }
 
 /// Start serving term `term`, once everything committed before it is applied;
 /// None if the node no longer leads it or the server cannot start.
-async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
+async fn start_term(leading: &Leading, term: u64, carrier: &Carrier) -> Option<Serving> {
     match tokio::time::timeout(CATCH_UP, leading.raft.ensure_linearizable()).await {
         Ok(Ok(_)) => {}
         _ => return None,
@@ -241,6 +285,7 @@ async fn start_term(leading: &Leading, term: u64) -> Option<Serving> {
     let mut config = leading.server.clone();
     config.listen = Vec::new();
     config.listen_fds = vec![leading.client.as_raw_fd()];
+    config.carrier = Some(carrier.clone());
     let started =
         tokio::task::spawn_blocking(move || ServerHandle::start_with_log(config, opened)).await;
     match started {

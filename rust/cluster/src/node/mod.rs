@@ -530,6 +530,17 @@ impl Node {
         runtime.block_on(self.handover.run(limit, false))
     }
 
+    /// If this node leads, hand the lead to the most up-to-date other voter
+    /// within `limit` and go on as a follower (as `cluster remove` does before
+    /// the removal): its clients keep their connections, forwarded to the new
+    /// leader. The node may lead again later.
+    pub fn step_down(&self, limit: Duration) -> HandoverOutcome {
+        let Some(runtime) = &self.runtime else {
+            return HandoverOutcome::NotLeader;
+        };
+        runtime.block_on(self.handover.run(limit, true))
+    }
+
     /// Stop serving clients and peers, shut Raft down (its log writer syncs
     /// what it has) and end the node's runtime. Safe to call twice.
     pub fn stop(&mut self) {

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::sync::watch;
 
+use super::carry::{Carry, Unread, WINDOW};
 use super::caught::Caught;
 pub use super::input::Socket;
 use super::input::{self, Target, Woken, READ_CHUNK};
@@ -104,8 +105,12 @@ struct Conn {
     log_wait: Option<u64>,
     /// The log's acknowledged position (None without a log).
     log_acked: Option<watch::Receiver<u64>>,
-    /// Set when a cluster follower forwards this connection as a session.
+    /// Set when a cluster follower forwards this connection as a session, or
+    /// when it is a cluster leader's own client (`carry.rs`).
     session: Option<Box<SessionConn>>,
+    /// The server stopped under the connection (its log pipe closed, or it
+    /// stops): a leader's own client is then carried to the next leader.
+    cut: bool,
 }
 
 /// A forwarded session's bookkeeping on the leader (see `store/session.rs`).
@@ -121,6 +126,8 @@ pub struct SessionConn {
     quit: bool,
     /// A resent put's recorded reply, sent once its body has been read.
     put_reply: Option<Vec<u8>>,
+    /// For a leader's own client: what moves with it if the server stops.
+    carry: Option<Box<Carry>>,
 }
 
 impl SessionConn {
@@ -133,6 +140,15 @@ impl SessionConn {
             mark: 0,
             quit: false,
             put_reply: None,
+            carry: None,
+        }
+    }
+
+    /// A cluster leader's own new client, as session `owner`.
+    fn own(owner: u64, max_job_size: u32) -> SessionConn {
+        SessionConn {
+            carry: Some(Box::new(Carry::new(owner, max_job_size))),
+            ..SessionConn::new(0, 0)
         }
     }
 }
@@ -155,17 +171,27 @@ fn next_read_shift(shift: u8, got: usize, filled: bool) -> u8 {
 /// Serve one client until it quits, hangs up, or the server stops.
 pub async fn serve<S: Socket>(sock: S, shared: &Shared) {
     let signal = Arc::new(ConnSignal::default());
-    let id = {
+    // A cluster leader's client is a session from the start.
+    let owner = shared.carrier.as_ref().map(|c| c.0.new_owner());
+    let (id, session) = {
         let mut store = shared.lock();
-        let id = store.connect(signal.clone());
+        let own = owner.and_then(|owner| {
+            let default: &[u8] = b"default";
+            let (id, _) = store
+                .attach_session(signal.clone(), owner, 0, default, &[default])
+                .ok()?;
+            let session = SessionConn::own(owner, store.max_job_size());
+            Some((id, Some((Box::new(session), Vec::new()))))
+        });
+        let (id, session) = own.unwrap_or_else(|| (store.connect(signal.clone()), None));
         if shared.stopping() {
             // The stop went out before this connection was registered: see it at
             // the first wait.
             crate::store::Wakeup::wake(&*signal);
         }
-        id
+        (id, session)
     };
-    serve_as(sock, shared, signal, id, None).await;
+    serve_as(sock, shared, signal, id, session).await;
 }
 
 /// A session to serve, and the bytes to send before its first reply.
@@ -203,39 +229,65 @@ pub async fn serve_as<S: Socket>(
         log_wait: None,
         log_acked: shared.log_pipe.as_ref().map(|p| p.subscribe()),
         session,
+        cut: false,
     };
     conn.out.extend(&greeting);
     // A panic in the connection's work ends this connection only: it is logged and
     // the connection is closed as any other (its reserved jobs go back at once).
-    match Caught::new(conn.run(&mut sock, shared, &signal)).await {
-        // Say goodbye where the transport has a way to (TLS's close_notify).
-        Ok(Ok(())) => {
-            spare::give(&mut conn.input);
-            std::future::poll_fn(|cx| sock.poll_goodbye(cx)).await;
+    let ended = Caught::new(conn.run(&mut sock, shared, &signal)).await;
+    // A leader's own client whose server stopped under it goes on elsewhere.
+    let carried = match (&ended, conn.cut) {
+        (Ok(Ok(())), true) => conn.carried(shared),
+        _ => None,
+    };
+    let carried = match carried {
+        Some((taken, carrier)) => sock
+            .into_tcp()
+            .map(|stream| (taken.into_session(stream), carrier)),
+        None => {
+            match ended {
+                // Say goodbye where the transport has a way to (TLS's close_notify).
+                Ok(Ok(())) => {
+                    spare::give(&mut conn.input);
+                    std::future::poll_fn(|cx| sock.poll_goodbye(cx)).await;
+                }
+                Ok(Err(e)) => {
+                    spare::give(&mut conn.input);
+                    shared
+                        .events
+                        .log(level::INFO, || format!("connection {id}: {e}"));
+                }
+                Err(why) => shared
+                    .events
+                    .log(level::ERROR, || format!("connection {id} panicked: {why}")),
+            }
+            None
         }
-        Ok(Err(e)) => {
-            spare::give(&mut conn.input);
-            shared
-                .events
-                .log(level::INFO, || format!("connection {id}: {e}"));
-        }
-        Err(why) => shared
-            .events
-            .log(level::ERROR, || format!("connection {id} panicked: {why}")),
-    }
+    };
     let settled = {
         let mut store = shared.lock();
-        match &conn.session {
+        let keep = match &conn.session {
+            // A leader's own client whose server stopped under it: carried to
+            // the next leader.
+            Some(s) if s.carry.is_some() => carried.is_some(),
             // The follower's link broke, or the server stops: the session waits
             // for the follower to attach it again.
-            Some(s) if !s.quit => store.detach_session(id, shared.now()),
-            _ => store.disconnect(id, shared.now()),
+            Some(s) => !s.quit,
+            None => false,
+        };
+        if keep {
+            store.detach_session(id, shared.now());
+        } else {
+            store.disconnect(id, shared.now());
         }
         shared.settle(&mut store)
     };
     // Records of commands whose replies were never sent, and of the disconnect.
     let position = shared.finish(settled).max(conn.log_wait);
     shared.write_log(position);
+    if let Some((session, carrier)) = carried {
+        carrier.0.carry(session);
+    }
     shared
         .events
         .log(level::INFO, || format!("connection {id} closed"));
@@ -274,6 +326,7 @@ impl Conn {
                         match pipe.commit_timeout() {
                             None => {
                                 if !Box::pin(pipe.wait_acked(acked, position)).await {
+                                    self.cut = true;
                                     return Ok(());
                                 }
                             }
@@ -281,7 +334,10 @@ impl Conn {
                                 let wait = Box::pin(pipe.wait_acked(acked, position));
                                 match tokio::time::timeout(limit, wait).await {
                                     Ok(true) => {}
-                                    Ok(false) => return Ok(()),
+                                    Ok(false) => {
+                                        self.cut = true;
+                                        return Ok(());
+                                    }
                                     Err(_) => {
                                         // No commit in time (no majority): the
                                         // pass's outcome is unknown; say so and
@@ -319,7 +375,10 @@ impl Conn {
                         input::wait(sock, signal, Target::HangUp).await?
                     };
                     match woken {
-                        Woken::Signal if shared.stopping() => return Ok(()),
+                        Woken::Signal if shared.stopping() => {
+                            self.cut = true;
+                            return Ok(());
+                        }
                         Woken::Signal => self.collect_delivery(shared),
                         Woken::Read { eof } => {
                             self.eof |= eof;
@@ -352,7 +411,10 @@ impl Conn {
                     let filled = self.input.capacity() == self.input.len();
                     self.adapt_reads(got, filled);
                     match woken {
-                        Woken::Signal if shared.stopping() => return Ok(()),
+                        Woken::Signal if shared.stopping() => {
+                            self.cut = true;
+                            return Ok(());
+                        }
                         // A wakeup left from an earlier reserve: nothing to do.
                         Woken::Signal | Woken::HangUp => {}
                         Woken::Read { eof } => {
@@ -424,7 +486,7 @@ impl Conn {
             self.begin_reply();
             encode_delivery(&mut self.out, &d);
             if self.session.is_some() {
-                self.note_reply(&mut shared.lock());
+                self.note_reply(&mut shared.lock(), false);
             }
         }
     }
@@ -441,7 +503,7 @@ impl Conn {
             self.begin_reply();
             encode_delivery(&mut self.out, &d);
             if self.session.is_some() {
-                self.note_reply(&mut shared.lock());
+                self.note_reply(&mut shared.lock(), false);
             }
         }
     }
@@ -456,8 +518,9 @@ impl Conn {
 
     /// If the output grew since [`Conn::begin_reply`], that is the reply of the
     /// session's next command: count it, and note it for the record (a
-    /// reservation by its first line: the job holds its body).
-    fn note_reply(&mut self, store: &mut Store) {
+    /// reservation by its first line: the job holds its body). `in_pass`
+    /// unless it answers a waiting reserve between passes.
+    fn note_reply(&mut self, store: &mut Store, in_pass: bool) {
         let Some(s) = self.session.as_mut() else {
             return;
         };
@@ -472,7 +535,60 @@ impl Conn {
         }
         s.answered += 1;
         s.mark = self.out.len();
+        if let Some(c) = s.carry.as_mut() {
+            let unread = Unread {
+                body: &self.body,
+                input: &self.input,
+            };
+            c.answered(&unread, s.answered, in_pass);
+        }
         store.note_reply(self.id, reply);
+    }
+
+    /// For a leader's own client, before the next command of a pass: whether
+    /// the pass must stop here (it has answered as many commands as can be
+    /// carried unanswered), and keep the tubes if the command may change them.
+    fn carry_before_command(&mut self, store: &Store) -> bool {
+        let Some(s) = self.session.as_mut() else {
+            return false;
+        };
+        let Some(c) = s.carry.as_mut() else {
+            return false;
+        };
+        if !self.out.is_empty() && c.unacked(s.answered) >= WINDOW {
+            return true;
+        }
+        if matches!(self.framing, Framing::Command) && c.keeps_tubes(&self.input) {
+            let watched = store.list_tubes_watched(self.id);
+            c.keep_tubes(
+                store.tube_used(self.id).to_vec(),
+                watched.into_iter().map(<[u8]>::to_vec).collect(),
+            );
+        }
+        false
+    }
+
+    /// A leader's own client whose server stopped under it: what moves with
+    /// it, and where to. None if it is not one, or its bytes were not kept.
+    fn carried(&mut self, shared: &Shared) -> Option<(super::carry::Taken, super::Carrier)> {
+        let carrier = shared.carrier.clone()?;
+        let s = self.session.as_mut()?;
+        let c = s.carry.as_mut()?;
+        let unread = Unread {
+            body: &self.body,
+            input: &self.input,
+        };
+        let mut taken = c.take(&unread, s.answered, self.out.is_empty())?;
+        taken.eof = self.eof;
+        if taken.tubes.is_none() {
+            let store = shared.lock();
+            let watched = store.list_tubes_watched(self.id);
+            taken.tubes = Some((
+                store.tube_used(self.id).to_vec(),
+                watched.into_iter().map(<[u8]>::to_vec).collect(),
+            ));
+        }
+        Some((taken, carrier))
     }
 
     /// Apply every complete command in the input under one lock.
@@ -487,6 +603,15 @@ impl Conn {
         if self.session.is_some() {
             pass_start = guard.insert(shared.lock()).log_position();
             self.begin_reply();
+            if let Some(s) = self.session.as_mut() {
+                if let Some(c) = s.carry.as_mut() {
+                    let unread = Unread {
+                        body: &self.body,
+                        input: &self.input,
+                    };
+                    c.pass_begins(&unread, s.answered, self.out.is_empty());
+                }
+            }
         }
         // The clock of back-to-back puts (see `PUTS_PER_CLOCK`): the time read and
         // how many puts have used it. Any other command forgets it.
@@ -494,7 +619,10 @@ impl Conn {
         let flow = loop {
             if self.session.is_some() {
                 let store = guard.get_or_insert_with(|| shared.lock());
-                self.note_reply(store);
+                self.note_reply(store, true);
+                if self.carry_before_command(store) {
+                    break Flow::More;
+                }
             }
             if self.out.len() >= OUT_HIGH_WATER || (self.closing && !self.out.is_empty()) {
                 break Flow::More;
@@ -610,12 +738,18 @@ impl Conn {
         };
         if self.session.is_some() {
             let store = guard.get_or_insert_with(|| shared.lock());
-            self.note_reply(store);
+            self.note_reply(store, true);
             if store.log_position() != pass_start {
                 store.record_replies(self.id);
             }
-            if let (Flow::Quit, Some(s)) = (flow, self.session.as_mut()) {
-                s.quit = true;
+            if let Some(s) = self.session.as_mut() {
+                s.quit |= flow == Flow::Quit;
+                if let Some(c) = s.carry.as_mut() {
+                    c.pass_ends(&Unread {
+                        body: &self.body,
+                        input: &self.input,
+                    });
+                }
             }
         }
         if let Some(mut store) = guard {
@@ -656,7 +790,14 @@ impl Conn {
         if let Some(s) = self.session.as_mut() {
             let n = s.answered + 1;
             let reserve = matches!(cmd, Command::Reserve | Command::ReserveWithTimeout(_));
-            if n <= s.replay_to || reserve {
+            // A resent use, watch or ignore runs again: it changes nothing but
+            // the session's tubes, which the attach set as they were before it,
+            // and its reply follows from them.
+            let tubes = matches!(
+                cmd,
+                Command::Use(_) | Command::Watch(_) | Command::Ignore(_)
+            );
+            if (n <= s.replay_to || reserve) && !tubes {
                 match store.replay(conn, n) {
                     Some(Replay::Reply(bytes)) => {
                         if let Command::Put { body, .. } = cmd {

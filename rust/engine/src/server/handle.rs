@@ -49,6 +49,9 @@ pub struct ServerConfig {
     /// (a follower's client whose forwarding connection is gone) keeps its
     /// reservations before they are released (`--session-grace-ms`).
     pub session_grace: Duration,
+    /// With a replicated log (a cluster leader's): makes every client a session
+    /// and takes the connections the server stops under (`carry.rs`).
+    pub carrier: Option<super::Carrier>,
 }
 
 impl Default for ServerConfig {
@@ -65,6 +68,7 @@ impl Default for ServerConfig {
             max_connections: 0,
             max_memory: 0,
             session_grace: Duration::from_nanos(crate::store::session::SESSION_GRACE),
+            carrier: None,
         }
     }
 }
@@ -257,6 +261,9 @@ impl ServerHandle {
             config.session_grace,
         );
         shared.tls = tls;
+        if shared.replicated {
+            shared.carrier = config.carrier.clone();
+        }
         shared.runtime = Some(engine.block_on(async { tokio::runtime::Handle::current() }));
         shared.limits.set_max_connections(config.max_connections);
         shared.lock().set_max_memory(config.max_memory);

@@ -68,10 +68,29 @@ pub trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     /// [`Socket::poll_hang_up`] has forgotten a readiness, input queued before it
     /// raises no new event. `WouldBlock` when nothing is queued.
     fn read_queued(&mut self, dst: &mut [MaybeUninit<u8>]) -> io::Result<usize>;
+
+    /// The TCP connection, taken off this runtime, for a cluster leader's client
+    /// whose server stopped under it; None for any other kind of socket.
+    fn into_tcp(self) -> Option<std::net::TcpStream>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 macro_rules! socket_impl {
+    ($stream:ty, into_tcp) => {
+        socket_impl!($stream, {
+            fn into_tcp(self) -> Option<std::net::TcpStream> {
+                self.into_std().ok()
+            }
+        });
+    };
     ($stream:ty) => {
+        socket_impl!($stream, {});
+    };
+    ($stream:ty, { $($extra:item)* }) => {
         impl Socket for $stream {
             fn poll_hang_up(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
                 loop {
@@ -95,11 +114,13 @@ macro_rules! socket_impl {
             fn read_queued(&mut self, dst: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
                 read_queued(self.as_raw_fd(), dst)
             }
+
+            $($extra)*
         }
     };
 }
 
-socket_impl!(tokio::net::TcpStream);
+socket_impl!(tokio::net::TcpStream, into_tcp);
 socket_impl!(tokio::net::UnixStream);
 
 /// Whether the peer of `fd` has shut down its sending side (or the connection is

@@ -7,6 +7,7 @@
 
 mod admin;
 mod bind;
+mod carry;
 mod caught;
 mod clock;
 mod conn;
@@ -30,6 +31,7 @@ use tokio::sync::Notify;
 
 pub use self::admin::{Admin, AdminError, Snapshot};
 pub use self::bind::bind_ahead;
+pub use self::carry::{CarriedSession, Carrier, SessionCarrier};
 #[cfg(feature = "fault-injection")]
 pub use self::conn::FAULT_PANIC;
 pub use self::error::ServerError;
@@ -82,6 +84,9 @@ pub struct Shared {
     /// The runtime serving the connections (for sessions a cluster follower
     /// hands over from another thread).
     runtime: Option<tokio::runtime::Handle>,
+    /// A cluster leader's term server: its clients are sessions, carried to
+    /// the next leader when the server stops under them (`carry.rs`).
+    carrier: Option<Carrier>,
 }
 
 /// Process facts that never change while the server runs.
@@ -150,6 +155,7 @@ impl Shared {
             tls: None,
             limits: limits::Limits::default(),
             runtime: None,
+            carrier: None,
         }
     }
 

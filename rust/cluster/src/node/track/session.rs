@@ -81,6 +81,19 @@ impl Session {
         }
     }
 
+    /// A session taken over with `acked` commands answered, using `used` and
+    /// watching `watched` (in `list-tubes-watched` order) once they are applied,
+    /// and full past `bound` bytes as [`Session::new`]'s.
+    pub fn resumed(bound: usize, acked: u64, used: Bytes, watched: Vec<Bytes>) -> Session {
+        Session {
+            sent: acked,
+            acked,
+            used,
+            watched,
+            ..Session::new(bound)
+        }
+    }
+
     /// Note a command sent to the server. A `quit` is counted but awaits no reply;
     /// nothing may follow it.
     pub fn send(&mut self, cmd: FramedCommand) -> Result<(), TrackError> {
