@@ -170,9 +170,14 @@ fn a_stopping_nodes_carried_client_gives_its_job_back_at_once() -> Result<(), Er
         .collect::<Result<_, _>>()?;
     let mut nodes = Vec::new();
     for id in 1..=3u64 {
-        nodes.push(Some(start_with(&file, id, dirs[id as usize - 1].path(), |c| {
-            c.server.session_grace = Duration::from_secs(600);
-        })?));
+        nodes.push(Some(start_with(
+            &file,
+            id,
+            dirs[id as usize - 1].path(),
+            |c| {
+                c.server.session_grace = Duration::from_secs(600);
+            },
+        )?));
     }
     let first = serving(&nodes)?;
     let leader = nodes[first].as_ref().ok_or("leader")?;
