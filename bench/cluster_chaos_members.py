@@ -74,8 +74,10 @@ class Members:
         for ident in sorted(set(self.net.ids) - self.net.members):
             node = self.nodes[ident]
             if node.up:
-                node.down("term")
+                # Noted when the signal goes, as every fault is: a node told to
+                # stop may end its clients' sessions before it exits.
                 self.note("term", ident, role="removed")
+                node.down("term")
             if ident != 1 and self.rng.random() < 0.5:
                 node.wipe()
                 self.note("wipe", ident)
@@ -96,8 +98,8 @@ class Members:
             role = "leader" if ident == lead else "follower"
             self.net.members.discard(ident)  # clients go elsewhere from now on
             self.ask("remove", ident, role=role)
-            self.nodes[ident].down("term")
             self.note("term", ident, role="removed")
+            self.nodes[ident].down("term")
 
     def ask(self, op: str, ident: int, **more: object) -> None:
         """``beanpole cluster OP --node IDENT``, asked again until status shows it
