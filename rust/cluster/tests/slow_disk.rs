@@ -15,20 +15,20 @@ use common::{applied, batch, put, quick, shutdown, three, Error};
 async fn fsync_stalls_cause_no_election() -> Result<(), Error> {
     let config = openraft::Config {
         heartbeat_interval: 50,
-        election_timeout_min: 200,
-        election_timeout_max: 400,
+        election_timeout_min: 300,
+        election_timeout_max: 600,
         ..quick()
     };
     let (nodes, leader_id) = three(config).await?;
     let leader = &nodes[leader_id as usize - 1];
     let term = leader.raft.metrics().borrow().current_term;
 
-    // The leader's disk: every fsync 600 ms, half again the election timeout's
+    // The leader's disk: every fsync 700 ms, longer than the election timeout's
     // maximum. (These stores wait for every append's fsync, a leader's too, as
     // openraft 0.9 asks: a stall well past the lease plus an election timeout
     // would end in an election. A node's leader does not wait for its own:
     // `leader_disk.rs`.)
-    leader.stall.store(600, Ordering::SeqCst);
+    leader.stall.store(700, Ordering::SeqCst);
     let mut id = 1;
     for _ in 0..5 {
         let wrote = leader
@@ -44,7 +44,7 @@ async fn fsync_stalls_cause_no_election() -> Result<(), Error> {
     }
     // Every node's disk slow: each commit waits for two slow fsyncs.
     for node in &nodes {
-        node.stall.store(600, Ordering::SeqCst);
+        node.stall.store(700, Ordering::SeqCst);
     }
     for _ in 0..3 {
         leader
