@@ -13,22 +13,6 @@ use std::time::{Duration, Instant};
 use beanpole_cluster::node::{HandoverOutcome, Node};
 use nodes::*;
 
-/// `stats-job`'s `state:` for job `id`.
-fn state(client: &mut Client, id: u64) -> Result<String, Error> {
-    let head = client.call(format!("stats-job {id}\r\n").as_bytes())?;
-    let len: usize = head
-        .trim_end()
-        .strip_prefix("OK ")
-        .ok_or_else(|| format!("stats-job {id}: {head}"))?
-        .parse()?;
-    let yaml = String::from_utf8(client.body(len)?)?;
-    let line = yaml
-        .lines()
-        .find_map(|l| l.strip_prefix("state: "))
-        .ok_or("no state")?;
-    Ok(line.to_owned())
-}
-
 /// Have `node` hand its lead over and stay up; `meanwhile` runs once it no
 /// longer serves clients, while the hand-over may still be under way.
 fn step_down(node: &Node, meanwhile: impl FnOnce() -> Result<(), Error>) -> Result<(), Error> {
@@ -83,10 +67,10 @@ fn a_leaders_own_client_keeps_its_connection_and_its_job_when_the_leader_steps_d
     assert!(!nodes[first].as_ref().ok_or("old")?.status().serving);
 
     // The reservation went with the session: still the client's.
-    assert_eq!(state(&mut client, 1)?, "reserved");
+    assert_eq!(job_state(&mut client, 1)?, "reserved");
     let mut other = Client::connect(nodes[second].as_ref().ok_or("new")?.client_addr()?)?;
     assert_eq!(other.call(b"use work\r\n")?, "USING work\r\n");
-    assert_eq!(state(&mut other, 1)?, "reserved");
+    assert_eq!(job_state(&mut other, 1)?, "reserved");
     assert_eq!(other.call(b"reserve-job 1\r\n")?, "NOT_FOUND\r\n");
     assert_eq!(other.call(b"delete 1\r\n")?, "NOT_FOUND\r\n");
     assert_eq!(client.call(b"touch 1\r\n")?, "TOUCHED\r\n");
@@ -99,13 +83,13 @@ fn a_leaders_own_client_keeps_its_connection_and_its_job_when_the_leader_steps_d
     // Nothing was applied twice: jobs 1 to 4, ids going on after them.
     assert_eq!(client.call(b"peek 5\r\n")?, "NOT_FOUND\r\n");
     assert_eq!(client.call(b"put 0 0 60 1\r\nx\r\n")?, "INSERTED 5\r\n");
-    assert_eq!(state(&mut other, 3)?, "ready");
-    assert_eq!(state(&mut other, 4)?, "ready");
+    assert_eq!(job_state(&mut other, 3)?, "ready");
+    assert_eq!(job_state(&mut other, 4)?, "ready");
 
     // The client hangs up: its session ends at once, its jobs are ready again.
     drop(client);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while state(&mut other, 1)? != "ready" || state(&mut other, 2)? != "ready" {
+    while job_state(&mut other, 1)? != "ready" || job_state(&mut other, 2)? != "ready" {
         assert!(Instant::now() < deadline, "jobs 1 and 2 never came back");
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -187,10 +171,10 @@ fn a_stopping_nodes_carried_client_gives_its_job_back_at_once() -> Result<(), Er
     assert_eq!(client.body(4)?, b"held");
     step_down(leader, || Ok(()))?;
     // Carried to the next leader: still the client's.
-    assert_eq!(state(&mut client, 1)?, "reserved");
+    assert_eq!(job_state(&mut client, 1)?, "reserved");
     let second = serving(&nodes)?;
     let mut other = Client::connect(nodes[second].as_ref().ok_or("new")?.client_addr()?)?;
-    assert_eq!(state(&mut other, 1)?, "reserved");
+    assert_eq!(job_state(&mut other, 1)?, "reserved");
     // The old leader stops: it closes the client's connection and ends its
     // session on the way.
     if let Some(mut old) = nodes[first].take() {
@@ -203,7 +187,7 @@ fn a_stopping_nodes_carried_client_gives_its_job_back_at_once() -> Result<(), Er
         "closed"
     );
     let deadline = Instant::now() + Duration::from_secs(10);
-    while state(&mut other, 1)? != "ready" {
+    while job_state(&mut other, 1)? != "ready" {
         assert!(Instant::now() < deadline, "job 1 never came back");
         std::thread::sleep(Duration::from_millis(5));
     }

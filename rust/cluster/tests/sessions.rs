@@ -11,22 +11,6 @@ use std::time::Duration;
 
 use nodes::*;
 
-/// `stats-job`'s `state:` for job `id`.
-fn state(client: &mut Client, id: u64) -> Result<String, Error> {
-    let head = client.call(format!("stats-job {id}\r\n").as_bytes())?;
-    let len: usize = head
-        .trim_end()
-        .strip_prefix("OK ")
-        .ok_or_else(|| format!("stats-job {id}: {head}"))?
-        .parse()?;
-    let yaml = String::from_utf8(client.body(len)?)?;
-    let line = yaml
-        .lines()
-        .find_map(|l| l.strip_prefix("state: "))
-        .ok_or("no state")?;
-    Ok(line.to_owned())
-}
-
 #[test]
 fn a_followers_client_keeps_its_connection_and_its_job_through_a_change_of_leader(
 ) -> Result<(), Error> {
@@ -58,7 +42,7 @@ fn a_followers_client_keeps_its_connection_and_its_job_through_a_change_of_leade
     assert_eq!(client.call(b"")?, "INSERTED 4\r\n");
     assert_eq!(client.call(b"")?, "USING work\r\n");
     // The reservation went with the session: still the client's to delete.
-    assert_eq!(state(&mut client, 1)?, "reserved");
+    assert_eq!(job_state(&mut client, 1)?, "reserved");
     assert_eq!(client.call(b"touch 1\r\n")?, "TOUCHED\r\n");
     assert_eq!(client.call(b"delete 1\r\n")?, "DELETED\r\n");
     // Its tubes too: the next reserve comes from `work`.
@@ -75,12 +59,12 @@ fn a_followers_client_keeps_its_connection_and_its_job_through_a_change_of_leade
     let mut direct = Client::connect(nodes[second].as_ref().ok_or("leader")?.client_addr()?)?;
     assert_eq!(direct.call(b"use work\r\n")?, "USING work\r\n");
     // Job 2 is held by the follower's client, so another client cannot take it.
-    assert_eq!(state(&mut direct, 2)?, "reserved");
+    assert_eq!(job_state(&mut direct, 2)?, "reserved");
     assert_eq!(direct.call(b"delete 2\r\n")?, "NOT_FOUND\r\n");
     drop(client);
     // The client hung up: its session ends at once, and job 2 is ready again.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while state(&mut direct, 2)? != "ready" {
+    while job_state(&mut direct, 2)? != "ready" {
         assert!(
             std::time::Instant::now() < deadline,
             "job 2 never came back"

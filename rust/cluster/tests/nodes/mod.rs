@@ -108,3 +108,19 @@ impl Client {
         Ok(buf)
     }
 }
+
+/// `stats-job`'s `state:` for job `id`.
+pub fn job_state(client: &mut Client, id: u64) -> Result<String, Error> {
+    let head = client.call(format!("stats-job {id}\r\n").as_bytes())?;
+    let len: usize = head
+        .trim_end()
+        .strip_prefix("OK ")
+        .ok_or_else(|| format!("stats-job {id}: {head}"))?
+        .parse()?;
+    let yaml = String::from_utf8(client.body(len)?)?;
+    let line = yaml
+        .lines()
+        .find_map(|l| l.strip_prefix("state: "))
+        .ok_or("no state")?;
+    Ok(line.to_owned())
+}
