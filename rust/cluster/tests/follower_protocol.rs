@@ -14,18 +14,7 @@ use nodes::*;
 
 /// The value of `key` in the `stats` of `client`'s server.
 fn stat(client: &mut Client, key: &str) -> Result<u64, Error> {
-    let head = client.call(b"stats\r\n")?;
-    let len: usize = head
-        .trim_end()
-        .strip_prefix("OK ")
-        .ok_or_else(|| format!("stats: {head}"))?
-        .parse()?;
-    let yaml = String::from_utf8(client.body(len)?)?;
-    let value = yaml
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
-        .ok_or_else(|| format!("no {key} in stats"))?;
-    Ok(value.parse()?)
+    Ok(yaml_value(client, "stats", key)?.parse()?)
 }
 
 /// Ask `client`'s server until `key` is `want` (within 10 s).

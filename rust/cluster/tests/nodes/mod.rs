@@ -109,18 +109,24 @@ impl Client {
     }
 }
 
-/// `stats-job`'s `state:` for job `id`.
-pub fn job_state(client: &mut Client, id: u64) -> Result<String, Error> {
-    let head = client.call(format!("stats-job {id}\r\n").as_bytes())?;
+/// The value of `key` in the YAML body `command` answers with `OK <len>`.
+pub fn yaml_value(client: &mut Client, command: &str, key: &str) -> Result<String, Error> {
+    let head = client.call(format!("{command}\r\n").as_bytes())?;
     let len: usize = head
         .trim_end()
         .strip_prefix("OK ")
-        .ok_or_else(|| format!("stats-job {id}: {head}"))?
+        .ok_or_else(|| format!("{command}: {head}"))?
         .parse()?;
     let yaml = String::from_utf8(client.body(len)?)?;
-    let line = yaml
+    let prefix = format!("{key}: ");
+    let value = yaml
         .lines()
-        .find_map(|l| l.strip_prefix("state: "))
-        .ok_or("no state")?;
-    Ok(line.to_owned())
+        .find_map(|l| l.strip_prefix(&prefix))
+        .ok_or_else(|| format!("no {key} in {command}"))?;
+    Ok(value.to_owned())
+}
+
+/// `stats-job`'s `state:` for job `id`.
+pub fn job_state(client: &mut Client, id: u64) -> Result<String, Error> {
+    yaml_value(client, &format!("stats-job {id}"), "state")
 }
