@@ -11,12 +11,15 @@
 //! A node adds [`Hooks`]: how it hands its lead over before a membership
 //! change removes it, and a [`VoteFence`] told before a vote request that
 //! could unseat it reaches Raft (and after, whether it was granted), so that a
-//! leader stops answering reads from its lease before it can grant one.
+//! leader stops answering reads from its lease before it can grant one, and
+//! a [`CatchUp`] gate that keeps a node's vote back while it rejoins with an
+//! empty directory (`node/rejoin.rs`), told of each append it takes.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{AppendEntriesResponse, VoteResponse};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -31,6 +34,8 @@ pub struct Hooks {
     pub hand_off: Option<Arc<dyn HandOff>>,
     /// Told around each vote request for a term above this node's.
     pub fence: Option<Arc<dyn VoteFence>>,
+    /// Whether this node may vote yet, and what each append brought it.
+    pub catch_up: Option<Arc<dyn CatchUp>>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -38,6 +43,7 @@ impl std::fmt::Debug for Hooks {
         f.debug_struct("Hooks")
             .field("hand_off", &self.hand_off.is_some())
             .field("fence", &self.fence.is_some())
+            .field("catch_up", &self.catch_up.is_some())
             .finish()
     }
 }
@@ -48,6 +54,15 @@ impl std::fmt::Debug for Hooks {
 pub trait VoteFence: Send + Sync {
     fn before(&self);
     fn after(&self, granted: bool);
+}
+
+/// Keeps a rejoining node's vote back: a vote request whose candidate's log
+/// ends at `candidate_last` reaches Raft only if `may_vote`, and is refused
+/// otherwise; `appended` is told, after each append Raft took, the leader's
+/// term, the log id this node now holds in common with it, and its commit.
+pub trait CatchUp: Send + Sync {
+    fn may_vote(&self, candidate_last: Option<&LogId>) -> bool;
+    fn appended(&self, term: u64, matched: Option<&LogId>, commit: Option<&LogId>);
 }
 
 /// Calls `after` once, when dropped: with the answer if there was one.
@@ -65,7 +80,7 @@ use super::wire::{self, Hello};
 use super::NetConfig;
 use super::{attach, handover, members, status};
 use crate::identity::Identity;
-use crate::types::{NodeId, Raft};
+use crate::types::{LogId, NodeId, Raft};
 
 /// A running peer server. Stopping it (or dropping it) closes the listener and
 /// every connection it accepted.
@@ -240,13 +255,38 @@ async fn answer(
 ) -> Option<Vec<u8>> {
     Some(match kind {
         handover::CAMPAIGN => handover::act(raft, from, handover::read_campaign(body).ok()?).await,
-        wire::APPEND => match raft.append_entries(wire::read_append(body).ok()?).await {
-            Ok(resp) => wire::append_reply(&resp),
-            Err(RaftError::Fatal(fatal)) => wire::failed(&fatal),
-            Err(RaftError::APIError(never)) => match never {},
-        },
+        wire::APPEND => {
+            let request = wire::read_append(body).ok()?;
+            let term = request.vote.leader_id().term;
+            let commit = request.leader_commit;
+            let sent_to = request
+                .entries
+                .last()
+                .map(|e| e.log_id)
+                .or(request.prev_log_id);
+            match raft.append_entries(request).await {
+                Ok(resp) => {
+                    if let Some(gate) = hooks.catch_up.as_deref() {
+                        let matched = match &resp {
+                            AppendEntriesResponse::Success => sent_to,
+                            AppendEntriesResponse::PartialSuccess(upto) => *upto,
+                            _ => None,
+                        };
+                        gate.appended(term, matched.as_ref(), commit.as_ref());
+                    }
+                    wire::append_reply(&resp)
+                }
+                Err(RaftError::Fatal(fatal)) => wire::failed(&fatal),
+                Err(RaftError::APIError(never)) => match never {},
+            }
+        }
         wire::VOTE => {
             let request = wire::read_vote_request(body).ok()?;
+            if let Some(gate) = hooks.catch_up.as_deref() {
+                if !gate.may_vote(request.last_log_id.as_ref()) {
+                    return Some(wire::vote_reply(&refused_vote(raft)));
+                }
+            }
             let higher = request.vote.leader_id().term > raft.metrics().borrow().current_term;
             let mut fenced = hooks.fence.as_deref().filter(|_| higher).map(|fence| {
                 fence.before();
@@ -276,4 +316,16 @@ async fn answer(
         },
         _ => return None,
     })
+}
+
+/// The answer of a node that keeps its vote back: its own vote, not granted.
+/// A candidate takes it as a vote lost (and learns of a higher vote, as from
+/// any refusal). Its log is not said: a rejoining node's is no reason for a
+/// candidate to hold its next campaign back.
+fn refused_vote(raft: &Raft) -> VoteResponse<NodeId> {
+    VoteResponse {
+        vote: raft.metrics().borrow().vote,
+        vote_granted: false,
+        last_log_id: None,
+    }
 }

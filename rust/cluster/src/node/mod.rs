@@ -12,6 +12,7 @@ mod forward;
 mod handover;
 mod leader;
 mod propose;
+mod rejoin;
 mod snapshots;
 pub mod track;
 
@@ -346,6 +347,13 @@ impl Node {
                 busy: tokio::sync::Mutex::new(()),
                 committed_to: Arc::clone(&committed_to),
             });
+            let pristine = !raft
+                .is_initialized()
+                .await
+                .map_err(|e| NodeError::Raft(e.to_string()))?;
+            // Before the peer server answers anything: a node with nothing
+            // in its directory keeps its vote back until it has caught up.
+            let rejoin = Arc::new(rejoin::Rejoin::open(&config.dir, pristine).map_err(dir_err)?);
             let listener =
                 tokio::net::TcpListener::from_std(peer_listener).map_err(NodeError::Runtime)?;
             let net = NetConfig {
@@ -360,13 +368,10 @@ impl Node {
                 crate::net::Hooks {
                     hand_off: Some(Arc::clone(&handover) as Arc<dyn crate::net::members::HandOff>),
                     fence: Some(Arc::clone(&fence) as Arc<dyn crate::net::VoteFence>),
+                    catch_up: Some(Arc::clone(&rejoin) as Arc<dyn crate::net::CatchUp>),
                 },
             )
             .map_err(NodeError::Runtime)?;
-            let pristine = !raft
-                .is_initialized()
-                .await
-                .map_err(|e| NodeError::Raft(e.to_string()))?;
             if pristine
                 && lowest == Some(config.id)
                 && identity.cluster().is_unset()
@@ -376,6 +381,8 @@ impl Node {
                 raft.initialize(config.file.members())
                     .await
                     .map_err(|e| NodeError::Raft(e.to_string()))?;
+                // Its log is the cluster's from the start.
+                rejoin.caught_up();
             }
             tokio::spawn(stop_on_log_failure(raft.clone(), durable.clone()));
             tokio::spawn(snapshots::run(

@@ -1,0 +1,127 @@
+//! A node that comes back with an empty data directory keeps its vote back
+//! until it holds what the cluster committed (`node/rejoin.rs`): its vote
+//! cannot elect a node that lacks an acknowledged change. A fresh cluster
+//! still elects its first leader with one node never started.
+
+use std::time::{Duration, Instant};
+
+use beanpole_cluster::node::Node;
+
+mod nodes;
+
+use nodes::*;
+
+/// Wait until `cond` holds (at most 15 s); `check` must hold meanwhile.
+fn until(
+    what: &str,
+    mut cond: impl FnMut() -> bool,
+    mut check: impl FnMut() -> Result<(), Error>,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        check()?;
+        if cond() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("timed out waiting for {what}").into());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn never(_: &[&Option<Node>]) -> Result<(), Error> {
+    Ok(())
+}
+
+fn no_leader(nodes: &[&Option<Node>]) -> Result<(), Error> {
+    for node in nodes.iter().copied().flatten() {
+        let status = node.status();
+        if status.role == "leader" {
+            return Err(format!("node {} was elected without the put", status.id).into());
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_wiped_node_votes_only_once_it_holds_what_was_committed() -> Result<(), Error> {
+    let file = cluster_file(3)?;
+    let (dirs, mut nodes) = three(&file)?;
+    let lead = serving(&nodes)?;
+    let (a, b) = match lead {
+        0 => (1, 2),
+        1 => (0, 2),
+        _ => (0, 1),
+    };
+    let id = |i: usize| i as u64 + 1;
+    // B misses the put: it is acknowledged by the leader and A.
+    nodes[b].take().ok_or("b")?.stop();
+    let leader = nodes[lead].as_ref().ok_or("leader")?;
+    let mut client = Client::connect(leader.client_addr()?)?;
+    assert_eq!(client.call(b"put 0 0 60 5\r\nkept!\r\n")?, "INSERTED 1\r\n");
+    drop(client);
+    // The leader's disk is lost; A is down.
+    nodes[lead].take().ok_or("leader")?.stop();
+    nodes[a].take().ok_or("a")?.stop();
+    std::fs::remove_dir_all(dirs[lead].path())?;
+
+    nodes[b] = Some(start(&file, id(b), dirs[b].path())?);
+    nodes[lead] = Some(start(&file, id(lead), dirs[lead].path())?);
+    let marker = dirs[lead].path().join("rejoining");
+    assert!(marker.exists(), "a wiped node starts rejoining");
+    // B campaigns, again and again; the wiped node's vote would elect it.
+    let first_term = nodes[b].as_ref().ok_or("b")?.status().term;
+    until(
+        "node B to campaign three times",
+        || {
+            nodes[b]
+                .as_ref()
+                .is_some_and(|n| n.status().term >= first_term + 3)
+        },
+        || no_leader(&[&nodes[b], &nodes[lead]]),
+    )?;
+    assert!(marker.exists());
+
+    // With A back, A leads (B votes for the longer log), the put is there,
+    // and the wiped node catches up and votes again.
+    nodes[a] = Some(start(&file, id(a), dirs[a].path())?);
+    let now = serving(&nodes)?;
+    assert_eq!(now, a, "only A holds the put");
+    let mut client = Client::connect(nodes[now].as_ref().ok_or("a")?.client_addr()?)?;
+    assert_eq!(client.call(b"peek 1\r\n")?, "FOUND 1 5\r\n");
+    assert_eq!(client.body(5)?, b"kept!");
+    until(
+        "the wiped node to catch up",
+        || !marker.exists(),
+        || never(&[]),
+    )?;
+    for node in nodes.iter_mut().flatten() {
+        node.stop();
+    }
+    Ok(())
+}
+
+#[test]
+fn a_fresh_cluster_elects_its_first_leader_with_a_node_never_started() -> Result<(), Error> {
+    let file = cluster_file(3)?;
+    let dirs: Vec<tempfile::TempDir> = (0..2)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    // Node 2 first: it finds no cluster, so it starts rejoining; node 1 then
+    // founds the cluster and campaigns with nothing but the founding entry.
+    let second = start(&file, 2, dirs[1].path())?;
+    let marker = dirs[1].path().join("rejoining");
+    assert!(marker.exists());
+    let first = start(&file, 1, dirs[0].path())?;
+    assert!(!dirs[0].path().join("rejoining").exists(), "the founder");
+    let mut nodes = vec![Some(first), Some(second)];
+    let lead = serving(&nodes)?;
+    let mut client = Client::connect(nodes[lead].as_ref().ok_or("leader")?.client_addr()?)?;
+    assert_eq!(client.call(b"put 0 0 60 2\r\nhi\r\n")?, "INSERTED 1\r\n");
+    until("node 2 to catch up", || !marker.exists(), || never(&[]))?;
+    for node in nodes.iter_mut().flatten() {
+        node.stop();
+    }
+    Ok(())
+}
