@@ -256,16 +256,21 @@ class Cluster:
         raise RuntimeError(f"node {node} did not catch up within {CATCH_UP_TIMEOUT} s")
 
 
+#: How far ahead of its frames a log segment holds written zeros (the log's ZEROS_AHEAD).
+ZEROS_AHEAD = 1 << 20
+
+
 def log_holds(raft_dir: Path, mark: bytes, tail: int = 1 << 20) -> bool:
-    """Whether the last ``tail`` bytes of the newest log segment hold ``mark`` (a put's
-    body is in its entry as sent)."""
+    """Whether the last ``tail`` bytes of the newest log segment's frames (before the
+    zeros the log keeps written ahead of them) hold ``mark`` (a put's body is in its
+    entry as sent)."""
     segments = sorted(raft_dir.glob("*.rlog"))
     if not segments:
         return False
     with segments[-1].open("rb") as f:
         size = f.seek(0, os.SEEK_END)
-        f.seek(max(size - tail, 0))
-        return mark in f.read()
+        f.seek(max(size - tail - 2 * ZEROS_AHEAD, 0))
+        return mark in f.read().rstrip(b"\0")[-tail:]
 
 
 def _exchange(

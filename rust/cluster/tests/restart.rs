@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use beanpole_cluster::types::{Batch, Entry, LogId, Membership, StorageError, Vote};
+use beanpole_cluster::logstore::ZEROS_AHEAD;
 use beanpole_cluster::{LogStore, StateMachine};
 use beanpole_engine::wal::format::{JobFields, JobRecord, Record, StoredState};
 use bytes::Bytes;
@@ -245,5 +246,84 @@ fn the_state_machine_applies_journal_records_and_restarts_from_its_snapshot(
         assert_eq!(state.clock, 50);
         Ok::<_, Box<dyn std::error::Error>>(())
     })?;
+    Ok(())
+}
+
+#[test]
+fn the_current_segment_holds_zeros_ahead_of_its_frames_and_reads_back_around_them(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let rt = runtime();
+    let segment = || -> Result<std::path::PathBuf, Box<dyn std::error::Error>> {
+        Ok(std::fs::read_dir(dir.path())?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "rlog"))
+            .max()
+            .ok_or("no segment")?)
+    };
+    let append = |from: u64, to: u64| {
+        rt.block_on(async {
+            let mut log = LogStore::open(dir.path())?;
+            let entries: Vec<Entry> = (from..=to)
+                .map(|i| batch(i, i as i64, &[put(i, format!("job {i:>40}").as_bytes())]))
+                .collect();
+            log.blocking_append(entries).await?;
+            Ok::<_, Box<dyn std::error::Error>>(std::mem::take(&mut log.warnings))
+        })
+    };
+    let read = || {
+        rt.block_on(async {
+            let mut log = LogStore::open(dir.path())?;
+            let entries = indexes(&log.try_get_log_entries(0..1000).await?);
+            Ok::<_, Box<dyn std::error::Error>>((entries, std::mem::take(&mut log.warnings)))
+        })
+    };
+    append(1, 10)?;
+    let size = std::fs::metadata(segment()?)?.len();
+    assert!(size > ZEROS_AHEAD, "{size} bytes: no zeros ahead");
+    // Appends after a restart overwrite the zeros: the file does not grow.
+    append(11, 20)?;
+    assert_eq!(std::fs::metadata(segment()?)?.len(), size);
+    assert_eq!(read()?, ((1..=20).collect::<Vec<_>>(), vec![]));
+
+    // Anything but zeros after the frames (a write torn out of order) is cut,
+    // or it would lie behind the next frames.
+    let path = segment()?;
+    let mut bytes = std::fs::read(&path)?;
+    let end = bytes.len() - 100;
+    bytes[end] = 7;
+    std::fs::write(&path, &bytes)?;
+    let (entries, warnings) = read()?;
+    assert_eq!(entries, (1..=20).collect::<Vec<_>>());
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    append(21, 21)?;
+    assert_eq!(read()?, ((1..=21).collect::<Vec<_>>(), vec![]));
+
+    // Stray bytes after the frames of a segment that is not the last are
+    // damage: opening refuses.
+    let mut bytes = std::fs::read(&path)?;
+    let frames_end = bytes.len() - ZEROS_AHEAD as usize;
+    bytes[frames_end + 10] = 7;
+    std::fs::write(&path, &bytes)?;
+    let next = path.with_file_name(format!("{:020}.rlog", 999));
+    std::fs::write(&next, {
+        let mut b = b"BPRAFTLG".to_vec();
+        b.extend_from_slice(&2u32.to_le_bytes());
+        b.extend_from_slice(&16u32.to_le_bytes());
+        b
+    })?;
+    match LogStore::open(dir.path()) {
+        Err(beanpole_cluster::LogError::Corrupt { .. }) => {}
+        other => panic!("opened a damaged log: {other:?}"),
+    }
+    std::fs::remove_file(&next)?;
+
+    // A version 1 segment (frames up to the file's end) reads as before.
+    bytes[frames_end + 10] = 0;
+    bytes.truncate(frames_end);
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    std::fs::write(&path, &bytes)?;
+    assert_eq!(read()?, ((1..=21).collect::<Vec<_>>(), vec![]));
     Ok(())
 }
