@@ -4,9 +4,10 @@
 mod wal_util;
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use beanpole_engine::wal::fs::{Faults, FsDir, LogDir, SegmentFile};
@@ -39,6 +40,73 @@ fn check_after_restart(dir: &Path, want: &BTreeMap<u64, Vec<u8>>) {
     stop(server);
 }
 
+/// Puts each worker makes.
+const PUTS: u32 = 150;
+
+/// The burst of failed or short writes injected at `step` (a multiple of 10):
+/// 1-3 of one kind, 16 failed and 14 short ones in all.
+fn inject(faults: &Faults, step: u32) {
+    let n = (step / 10) % 3 + 1;
+    if step % 20 == 0 {
+        faults.fail_writes.fetch_add(n, Ordering::SeqCst);
+    } else {
+        faults.short_writes.fetch_add(n, Ordering::SeqCst);
+    }
+}
+
+/// Faults injected and not hit yet: (failed writes, short writes).
+fn pending(faults: &Faults) -> (u32, u32) {
+    (
+        faults.fail_writes.load(Ordering::SeqCst),
+        faults.short_writes.load(Ordering::SeqCst),
+    )
+}
+
+/// Worker `w`'s puts on a connection of its own, deleting its oldest acknowledged
+/// job every seventh step; worker 0 injects a burst of faults every tenth step.
+/// A put refused while the log fails is sent again (every 10 ms) until it is
+/// accepted, as a client waiting out the failure would. Returns the jobs
+/// acknowledged and not deleted.
+///
+/// Refusals come back at once: a worker that went on after one would race
+/// through its steps while the log fails, and worker 0 would pile its bursts up
+/// into one long run of failed writes (up to 30 in a row, each retried after the
+/// writer's backoff of up to 1 s), which kept the log failing for 25 s. Waiting
+/// for its put after a burst also shows the burst was hit: that put was written
+/// after the injection, and a write succeeds only when no injected fault is left.
+fn put_and_delete(w: u32, addr: SocketAddr, faults: &Faults) -> BTreeMap<u64, Vec<u8>> {
+    let mut c = Client::connect(addr);
+    let mut acked = BTreeMap::new();
+    for i in 0..PUTS {
+        if w == 0 && i % 10 == 0 {
+            assert_eq!(pending(faults), (0, 0), "step {i}: earlier faults not hit");
+            inject(faults, i);
+        }
+        let body = format!("worker {w} job {i} {:0>200}", i).into_bytes();
+        let mut id = None;
+        let accepted = eventually(Duration::from_secs(20), || {
+            let reply = c.put_raw(1, 0, 60, &body);
+            id = inserted(&reply);
+            // Refused while the log was failing: not acknowledged.
+            assert!(id.is_some() || reply == "OUT_OF_MEMORY\r\n", "{reply:?}");
+            id.is_some()
+        });
+        assert!(
+            accepted,
+            "worker {w} step {i}: puts still refused with faults {:?} left",
+            pending(faults)
+        );
+        acked.insert(id.expect("accepted"), body);
+        if i % 7 == 0 {
+            if let Some(&id) = acked.keys().next() {
+                assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
+                acked.remove(&id);
+            }
+        }
+    }
+    acked
+}
+
 #[test]
 fn failed_and_short_writes_are_retried_and_nothing_acknowledged_is_lost() {
     let tmp = TempDir::new("wal-writes");
@@ -47,36 +115,7 @@ fn failed_and_short_writes_are_retried_and_nothing_acknowledged_is_lost() {
     let workers: Vec<_> = (0..3)
         .map(|w| {
             let faults = Arc::clone(&faults);
-            std::thread::spawn(move || {
-                let mut c = Client::connect(addr);
-                let mut acked = BTreeMap::new();
-                for i in 0..150 {
-                    if w == 0 && i % 10 == 0 {
-                        let n = (i / 10) % 3 + 1;
-                        if i % 20 == 0 {
-                            faults.fail_writes.fetch_add(n, Ordering::SeqCst);
-                        } else {
-                            faults.short_writes.fetch_add(n, Ordering::SeqCst);
-                        }
-                    }
-                    let body = format!("worker {w} job {i} {:0>200}", i).into_bytes();
-                    let reply = c.put_raw(1, 0, 60, &body);
-                    match inserted(&reply) {
-                        Some(id) => {
-                            acked.insert(id, body);
-                        }
-                        // Refused while the log was failing: not acknowledged.
-                        None => assert_eq!(reply, "OUT_OF_MEMORY\r\n"),
-                    }
-                    if i % 7 == 0 {
-                        if let Some(&id) = acked.keys().next() {
-                            assert_eq!(c.cmd(&format!("delete {id}")), "DELETED\r\n");
-                            acked.remove(&id);
-                        }
-                    }
-                }
-                acked
-            })
+            std::thread::spawn(move || put_and_delete(w, addr, &faults))
         })
         .collect();
     let mut want = BTreeMap::new();
@@ -84,10 +123,9 @@ fn failed_and_short_writes_are_retried_and_nothing_acknowledged_is_lost() {
         want.extend(w.join().expect("worker"));
     }
     // Every injected fault was hit.
-    assert_eq!(faults.fail_writes.load(Ordering::SeqCst), 0);
-    assert_eq!(faults.short_writes.load(Ordering::SeqCst), 0);
-    // Puts are refused while a write is being retried; most get through.
-    assert!(want.len() >= 150, "{} acknowledged", want.len());
+    assert_eq!(pending(&faults), (0, 0));
+    // Every put was accepted in the end; one job in seven was deleted.
+    assert_eq!(want.len(), 3 * (PUTS - PUTS.div_ceil(7)) as usize);
     stop(server);
     check_after_restart(tmp.path(), &want);
 }
@@ -327,6 +365,112 @@ fn with_f0_concurrent_puts_share_fsyncs() {
         "{shared} fsyncs for {puts} puts from {CONNECTIONS} connections"
     );
     drop(c);
+    server.stop();
+    check_after_restart(tmp.path(), &want);
+}
+
+/// What [`GatedDir::create`] does now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    /// Wait for the test to choose.
+    Closed,
+    /// Fail as on a full disk.
+    Full,
+    /// Create the segment.
+    Open,
+}
+
+/// A real directory whose segments are made only when the test lets them be.
+struct GatedDir {
+    inner: FsDir,
+    /// A std mutex and condvar: `create` runs on the writer thread, which blocks
+    /// on it until the test thread changes the gate.
+    gate: Arc<(Mutex<Gate>, Condvar)>,
+}
+
+fn set_gate(gate: &(Mutex<Gate>, Condvar), to: Gate) {
+    *gate.0.lock().unwrap_or_else(PoisonError::into_inner) = to;
+    gate.1.notify_all();
+}
+
+impl LogDir for GatedDir {
+    fn segments(&self) -> std::io::Result<Vec<u64>> {
+        self.inner.segments()
+    }
+    fn create(&self, seq: u64, size: u64) -> std::io::Result<Box<dyn SegmentFile>> {
+        let (lock, changed) = &*self.gate;
+        let mut gate = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while *gate == Gate::Closed {
+            gate = changed.wait(gate).unwrap_or_else(PoisonError::into_inner);
+        }
+        if *gate == Gate::Full {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        self.inner.create(seq, size)
+    }
+    fn read(&self, seq: u64) -> std::io::Result<Vec<u8>> {
+        self.inner.read(seq)
+    }
+    fn truncate(&self, seq: u64, len: u64) -> std::io::Result<()> {
+        self.inner.truncate(seq, len)
+    }
+    fn remove(&self, seq: u64) -> std::io::Result<()> {
+        self.inner.remove(seq)
+    }
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+}
+
+/// Opens the gate when dropped, also on a failure: a writer thread blocked in
+/// `create` could not be stopped.
+struct OpenGate(Arc<(Mutex<Gate>, Condvar)>);
+
+impl Drop for OpenGate {
+    fn drop(&mut self) {
+        set_gate(&self.0, Gate::Open);
+    }
+}
+
+/// After a start the segment records go to is made by the writer thread. A put
+/// that comes while it is still being made must not be let in on space that is
+/// not there yet: on a full disk it is refused (not left waiting for a reply
+/// until there is room), and puts are accepted once there is room.
+#[test]
+fn a_put_before_the_first_segment_is_made_is_refused_on_a_full_disk() {
+    let tmp = TempDir::new("wal-first-segment");
+    let gate = Arc::new((Mutex::new(Gate::Closed), Condvar::new()));
+    let dir = Arc::new(GatedDir {
+        inner: FsDir::new(tmp.path()),
+        gate: Arc::clone(&gate),
+    });
+    let mut server = CustomServer::start(&log_config(tmp.path(), 8192, FsyncPolicy::Always), dir);
+    let open_gate = OpenGate(Arc::clone(&gate));
+    let mut c = Client::connect(server.addr);
+    c.send(b"put 1 0 60 5\r\nfirst\r\n");
+    // The put has been dealt with (let in, or refused) while the segment is
+    // still being made; then the disk turns out to be full.
+    let mut other = Client::connect(server.addr);
+    assert!(eventually(Duration::from_secs(10), || {
+        num(&other.stats(), "cmd-put") == 1
+    }));
+    set_gate(&gate, Gate::Full);
+    c.set_read_timeout(Duration::from_secs(10));
+    assert_eq!(
+        c.try_line().as_deref(),
+        Some("OUT_OF_MEMORY\r\n"),
+        "a put taken in before its segment existed waits while the disk is full"
+    );
+
+    drop(open_gate);
+    let mut want = BTreeMap::new();
+    assert!(eventually(Duration::from_secs(10), || {
+        inserted(&c.put_raw(1, 0, 60, b"again")).is_some_and(|id| {
+            want.insert(id, b"again".to_vec());
+            true
+        })
+    }));
+    drop((c, other));
     server.stop();
     check_after_restart(tmp.path(), &want);
 }

@@ -196,17 +196,21 @@ impl StoreLog {
         }
     }
 
-    /// Preallocated bytes still free (the rest of the current segment and the
-    /// spares), or None while the log is failing.
+    /// Preallocated bytes still free (the rest of the current segment, once it
+    /// exists, and the spares), or None while the log is failing.
     fn free_bytes(&self) -> Option<u64> {
         if self.pipe.failing() {
             return None;
         }
-        let spares = self
-            .pipe
-            .created
-            .load(Ordering::Relaxed)
-            .saturating_sub(self.current);
+        let created = self.pipe.created.load(Ordering::Relaxed);
+        if created < self.current {
+            // After a start the current segment is made by the writer thread like
+            // a spare; until then none of it is preallocated. A put let in before
+            // would wait for its reply for as long as making the segment fails
+            // (on a full disk, until there is room) instead of being refused.
+            return Some(0);
+        }
+        let spares = created - self.current;
         Some(
             self.segment_size.saturating_sub(self.offset)
                 + spares * segment_capacity(self.segment_size),
