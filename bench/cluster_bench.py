@@ -245,6 +245,8 @@ class PutRun:
     result: dict[str, Any] | None
     problem: str = ""
     nodes_cpu_us_per_op: float | None = None  # all three nodes' CPU per put (cluster)
+    #: The three nodes' CPU per put by thread name (cluster).
+    threads_cpu_us_per_op: dict[str, float] = field(default_factory=dict)
 
     @property
     def rate(self) -> float | None:
@@ -290,17 +292,33 @@ def cluster_run(a: argparse.Namespace, bench: Path, rnd: int, root: Path) -> lis
         ways = [("cluster", lead), ("follower", follower)]
         for kind, node in ways if rnd % 2 == 0 else ways[::-1]:
             before = sum(n.cpu_seconds() for n in cluster.nodes.values())
+            threads_before = _threads_cpu(cluster)
             server = _Target(cluster.clients[node], cluster.nodes[node].pid)
             code, result, err = run_bench(bench, put_args(a), server)  # type: ignore[arg-type]
             after = sum(n.cpu_seconds() for n in cluster.nodes.values())
+            threads_after = _threads_cpu(cluster)
             ok = code == 0 and result is not None
             run = PutRun(kind, rnd, result if ok else None, "" if ok else f"exit {code}: {err}")
             if ok and result is not None and result["ops"]:
                 run.nodes_cpu_us_per_op = (after - before) * 1e6 / result["ops"]
+                run.threads_cpu_us_per_op = {
+                    name: (cpu - threads_before.get(name, 0.0)) * 1e6 / result["ops"]
+                    for name, cpu in threads_after.items()
+                    if name.startswith("beanpole")
+                }
             runs.append(run)
     finally:
         cluster.stop_all()
     return runs
+
+
+def _threads_cpu(cluster: Cluster) -> dict[str, float]:
+    """The nodes' CPU seconds so far, summed by thread name over the nodes."""
+    out: dict[str, float] = {}
+    for node in cluster.nodes.values():
+        for name, cpu in node.threads_cpu_seconds().items():
+            out[name] = out.get(name, 0.0) + cpu
+    return out
 
 
 @dataclass
@@ -405,8 +423,18 @@ def puts_summary(runs: Sequence[PutRun]) -> dict[str, Any]:
         "follower_ratios": via,
         "follower_ratio": statistics.median(via) if via else None,
         "nodes_cpu_us_per_op": statistics.median(cpu) if cpu else None,
+        "threads_cpu_us_per_op": {
+            kind: _threads_median(runs, kind) for kind in ("cluster", "follower")
+        },
         "problems": [f"{r.kind} round {r.round + 1}: {r.problem}" for r in runs if r.problem],
     }
+
+
+def _threads_median(runs: Sequence[PutRun], kind: str) -> dict[str, float]:
+    """Median over the rounds of the nodes' CPU per put, by thread name, of one kind."""
+    mine = [r.threads_cpu_us_per_op for r in runs if r.kind == kind and r.threads_cpu_us_per_op]
+    names = sorted({name for threads in mine for name in threads})
+    return {name: statistics.median(t.get(name, 0.0) for t in mine) for name in names}
 
 
 def ms(v: float | None) -> str:
@@ -479,6 +507,11 @@ def report(summary: dict[str, Any], a: argparse.Namespace) -> str:
             f"via a follower / via the leader: {via_ratio} (per round: {via}; goal ≥ "
             f"{GOALS['follower_ratio']}x)"
         )
+        for kind, title in (("cluster", "via the leader"), ("follower", "via a follower")):
+            threads = p.get("threads_cpu_us_per_op", {}).get(kind)
+            if threads:
+                parts = ", ".join(f"{name} {cpu:.1f}" for name, cpu in threads.items())
+                lines.append(f"{title}, the three nodes' CPU µs per put by thread: {parts}")
         lines += [f"problem: {x}" for x in p["problems"]]
     return "\n".join(lines)
 

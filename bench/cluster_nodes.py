@@ -104,6 +104,26 @@ class NodeProc:
             return 0.0
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def threads_cpu_seconds(self) -> dict[str, float]:
+        """User + system CPU time so far of the process's threads, summed by thread
+        name (``beanpole`` the engine's, ``beanpole-raft`` Raft and the network's,
+        ``beanpole-raft-l`` the log writer's); empty once it is gone."""
+        out: dict[str, float] = {}
+        try:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return out
+        for tid in tids:
+            try:
+                text = Path(f"/proc/{self.pid}/task/{tid}/stat").read_text()
+            except OSError:
+                continue
+            name = text[text.index("(") + 1 : text.rindex(")")]
+            fields = text.rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            out[name] = out.get(name, 0.0) + cpu
+        return out
+
 
 class Cluster:
     """``n`` nodes sharing a cluster file under ``root``; node ``i`` keeps ``root/nodeI``."""

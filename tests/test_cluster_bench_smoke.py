@@ -82,5 +82,10 @@ def test_cluster_bench_smoke(bench: Path, tmp_path: Path) -> None:
         puts["follower"]["ops_per_s"] / puts["cluster"]["ops_per_s"]
     )
     assert puts["nodes_cpu_us_per_op"] > 0
+    # The CPU by thread: the log writers' is one part of the whole.
+    threads = puts["threads_cpu_us_per_op"]["cluster"]
+    assert {"beanpole", "beanpole-raft", "beanpole-raft-l"} <= set(threads)
+    assert 0 < threads["beanpole-raft-l"] < puts["nodes_cpu_us_per_op"]
+    assert "by thread: beanpole " in proc.stdout
     # Every node's data directory was removed with its run.
     assert [p.name for p in tmp_path.iterdir()] == ["cluster.json"]
