@@ -3,6 +3,7 @@
 //! cannot elect a node that lacks an acknowledged change. A fresh cluster
 //! still elects its first leader with one node never started.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use beanpole_cluster::node::Node;
@@ -121,6 +122,42 @@ fn a_fresh_cluster_elects_its_first_leader_with_a_node_never_started() -> Result
     assert_eq!(client.call(b"put 0 0 60 2\r\nhi\r\n")?, "INSERTED 1\r\n");
     until("node 2 to catch up", || !marker.exists(), || never(&[]))?;
     for node in nodes.iter_mut().flatten() {
+        node.stop();
+    }
+    Ok(())
+}
+
+#[test]
+fn a_fresh_clusters_first_leader_may_die_before_its_first_commit() -> Result<(), Error> {
+    let file = cluster_file(3)?;
+    let dirs: Vec<tempfile::TempDir> = (0..2)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    let second = start(&file, 2, dirs[1].path())?;
+    let marker = dirs[1].path().join("rejoining");
+    // Node 2's disk holds its appends back (2 s a sync): with node 3 never started,
+    // nothing can commit meanwhile, so no commit reaches node 2.
+    second.sync_stall().store(2_000, Ordering::SeqCst);
+    let mut first = start(&file, 1, dirs[0].path())?;
+    until(
+        "node 1 to be elected",
+        || first.status().role == "leader",
+        || never(&[]),
+    )?;
+    // Its vote for a candidate with nothing past the founding entry told node
+    // 2 the cluster had never had a leader: it has lost nothing.
+    assert!(!marker.exists(), "node 2 still keeps its vote back");
+    // The leader dies with its term's first entry uncommitted, and comes back
+    // with that entry: node 2's vote elects it again.
+    first.stop();
+    drop(first);
+    second.sync_stall().store(0, Ordering::SeqCst);
+    let again = start(&file, 1, dirs[0].path())?;
+    let nodes = vec![Some(again), Some(second)];
+    let lead = serving(&nodes)?;
+    let mut client = Client::connect(nodes[lead].as_ref().ok_or("leader")?.client_addr()?)?;
+    assert_eq!(client.call(b"put 0 0 60 2\r\nhi\r\n")?, "INSERTED 1\r\n");
+    for mut node in nodes.into_iter().flatten() {
         node.stop();
     }
     Ok(())

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use beanpole_cluster::types::{Batch, Entry, LogId, Membership, StorageError, Vote};
 use beanpole_cluster::logstore::ZEROS_AHEAD;
+use beanpole_cluster::types::{Batch, Entry, LogId, Membership, StorageError, Vote};
 use beanpole_cluster::{LogStore, StateMachine};
 use beanpole_engine::wal::format::{JobFields, JobRecord, Record, StoredState};
 use bytes::Bytes;

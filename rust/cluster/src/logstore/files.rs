@@ -408,7 +408,9 @@ fn read_segment(
     })?;
     if bytes.len() < HEADER_LEN as usize
         || &bytes[..8] != MAGIC
-        || !READ_VERSIONS.iter().any(|v| bytes[8..12] == v.to_le_bytes())
+        || !READ_VERSIONS
+            .iter()
+            .any(|v| bytes[8..12] == v.to_le_bytes())
     {
         return Err(LogError::BadSegment { file: name });
     }

@@ -39,8 +39,8 @@ use anyerror::AnyError;
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{RaftLogReader, StorageIOError};
 
-pub use self::files::{LogError, ZEROS_AHEAD};
 use self::files::LogFiles;
+pub use self::files::{LogError, ZEROS_AHEAD};
 pub use self::writer::{wait_durable, Durable, OnDisk};
 use self::writer::{Op, Writer};
 use crate::codec;

@@ -57,9 +57,10 @@ pub trait VoteFence: Send + Sync {
 }
 
 /// Keeps a rejoining node's vote back: a vote request whose candidate's log
-/// ends at `candidate_last` reaches Raft only if `may_vote`, and is refused
-/// otherwise; `appended` is told, after each append Raft took, the leader's
-/// term, the log id this node now holds in common with it, and its commit.
+/// ends at `candidate_last` reaches Raft only if `may_vote` (which may learn
+/// from it that the node can vote from now on), and is refused otherwise;
+/// `appended` is told, after each append Raft took, the leader's term, the log
+/// id this node now holds in common with it, and its commit.
 pub trait CatchUp: Send + Sync {
     fn may_vote(&self, candidate_last: Option<&LogId>) -> bool;
     fn appended(&self, term: u64, matched: Option<&LogId>, commit: Option<&LogId>);

@@ -19,10 +19,14 @@
 //!   has committed in its own term holds every entry committed before it, so
 //!   this node now holds them too, and from then on Raft's own rule (vote
 //!   only for a log at least as up to date) keeps them safe; or
-//! - the candidate's log ends at the founding entry (index 0, term 0): no
-//!   leader has ever been elected, so nothing was ever committed. This is how
-//!   a fresh cluster elects its first leader while its other nodes are all
-//!   new.
+//! - a candidate's log ends at the founding entry (index 0, term 0): no
+//!   leader has ever been elected (the first one is always the founder, the
+//!   only node that starts with the membership, and its log grows past the
+//!   founding entry when it leads), so nothing was ever committed and this
+//!   node can have lost nothing. This is how a fresh cluster elects its first
+//!   leader while its other nodes are all new; and as the node's state from
+//!   then on is all on its disk, it votes freely from that request on, even
+//!   if that leader dies before its first commit reaches anyone.
 //!
 //! Then the marker is removed. The price is availability, never safety: with
 //! one node rejoining and the nodes holding the log down, no leader is elected
@@ -112,7 +116,14 @@ pub fn before_any_leader(last: Option<&LogId>) -> bool {
 
 impl CatchUp for Rejoin {
     fn may_vote(&self, candidate_last: Option<&LogId>) -> bool {
-        !self.rejoining() || before_any_leader(candidate_last)
+        if !self.rejoining() {
+            return true;
+        }
+        if before_any_leader(candidate_last) {
+            self.caught_up();
+            return true;
+        }
+        false
     }
 
     fn appended(&self, term: u64, matched: Option<&LogId>, commit: Option<&LogId>) {
@@ -170,10 +181,16 @@ mod tests {
     fn only_a_candidate_before_any_leader_gets_a_rejoining_nodes_vote() -> Res {
         let dir = tempfile::tempdir()?;
         let gate = Rejoin::open(dir.path(), true)?;
-        assert!(gate.may_vote(Some(&id(0, 0))));
         assert!(!gate.may_vote(Some(&id(1, 0))));
         assert!(!gate.may_vote(Some(&id(1, 1))));
         assert!(!gate.may_vote(None));
+        assert!(gate.rejoining());
+        // A cluster no leader has led yet: nothing was lost, from now on
+        // the node votes as any other.
+        assert!(gate.may_vote(Some(&id(0, 0))));
+        assert!(!gate.rejoining());
+        assert!(!dir.path().join(FILE).exists());
+        assert!(gate.may_vote(Some(&id(1, 1))));
         Ok(())
     }
 }
