@@ -119,14 +119,17 @@ class Members:
             time.sleep(0.2)
 
     def roles(self) -> dict[int, str]:
+        """Each node's role as the leader's membership has it; nothing while no node
+        leads (a node the cluster has not added calls itself a learner)."""
         ok, out = self.command("cluster", "status", "--cluster", str(self.net.all_file),
                                "--format", "json", "--timeout", "1")  # fmt: skip
         if not ok:
             return {}
         try:
-            return {row["id"]: row["role"] for row in json.loads(out)}
+            roles = {row["id"]: row["role"] for row in json.loads(out)}
         except (ValueError, KeyError, TypeError):
             return {}
+        return roles if "leader" in roles.values() else {}
 
     def command(self, *argv: str) -> tuple[bool, str]:
         """Run ``python -m beanpole ARGV`` in the harness's namespace: (exit 0, its
