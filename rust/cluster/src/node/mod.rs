@@ -353,7 +353,10 @@ impl Node {
                 .map_err(|e| NodeError::Raft(e.to_string()))?;
             // Before the peer server answers anything: a node with nothing
             // in its directory keeps its vote back until it has caught up.
-            let rejoin = Arc::new(rejoin::Rejoin::open(&config.dir, pristine).map_err(dir_err)?);
+            let rejoin = Arc::new(
+                rejoin::Rejoin::open(&config.dir, pristine, config.announce.then_some(config.id))
+                    .map_err(dir_err)?,
+            );
             let listener =
                 tokio::net::TcpListener::from_std(peer_listener).map_err(NodeError::Runtime)?;
             let net = NetConfig {

@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::net::CatchUp;
-use crate::types::LogId;
+use crate::types::{LogId, NodeId};
 
 /// The marker's name in the data directory.
 pub const FILE: &str = "rejoining";
@@ -49,13 +49,18 @@ pub struct Rejoin {
     /// Set once caught up; read on every vote request and append. An atomic:
     /// one flag, only ever raised.
     caught_up: AtomicBool,
+    /// The node's id, when it says on stderr why it refuses votes.
+    announce: Option<NodeId>,
+    /// Set at the first vote refused (said once). An atomic, as above.
+    refused: AtomicBool,
 }
 
 impl Rejoin {
     /// The gate of a node in `dir`: rejoining when `pristine` (no Raft state)
     /// or when an earlier start left the marker; the marker is then (re)written
-    /// and synced before anything is answered.
-    pub fn open(dir: &Path, pristine: bool) -> io::Result<Rejoin> {
+    /// and synced before anything is answered. With `announce`, the node's id,
+    /// it says on stderr when it first refuses a vote and when it has caught up.
+    pub fn open(dir: &Path, pristine: bool, announce: Option<NodeId>) -> io::Result<Rejoin> {
         let path = dir.join(FILE);
         let rejoining = pristine || path.exists();
         if rejoining {
@@ -66,6 +71,8 @@ impl Rejoin {
         Ok(Rejoin {
             dir: dir.to_owned(),
             caught_up: AtomicBool::new(!rejoining),
+            announce,
+            refused: AtomicBool::new(false),
         })
     }
 
@@ -92,6 +99,9 @@ impl Rejoin {
                 "beanpole: {}: cannot remove {FILE}: {e}; the next start waits to catch up again",
                 self.dir.display()
             );
+        }
+        if let (Some(id), true) = (self.announce, self.refused.load(Ordering::SeqCst)) {
+            eprintln!("beanpole: node {id}: caught up with the cluster; it votes again");
         }
     }
 }
@@ -123,6 +133,13 @@ impl CatchUp for Rejoin {
             self.caught_up();
             return true;
         }
+        if let (Some(id), false) = (self.announce, self.refused.swap(true, Ordering::SeqCst)) {
+            eprintln!(
+                "beanpole: node {id}: refusing votes: it started with an empty data directory \
+                 and has not yet caught up with what the cluster committed (a node that holds \
+                 the log must lead first)"
+            );
+        }
         false
     }
 
@@ -147,7 +164,7 @@ mod tests {
     #[test]
     fn a_pristine_node_keeps_votes_back_until_it_holds_a_commit_of_the_leaders_term() -> Res {
         let dir = tempfile::tempdir()?;
-        let gate = Rejoin::open(dir.path(), true)?;
+        let gate = Rejoin::open(dir.path(), true, None)?;
         assert!(dir.path().join(FILE).exists());
         assert!(!gate.may_vote(Some(&id(3, 40))));
         // The leader of term 4 has committed only an entry of term 3: its own
@@ -167,12 +184,12 @@ mod tests {
     #[test]
     fn a_restart_halfway_through_catching_up_stays_rejoining() -> Res {
         let dir = tempfile::tempdir()?;
-        drop(Rejoin::open(dir.path(), true)?);
+        drop(Rejoin::open(dir.path(), true, None)?);
         // The log now holds part of the leader's: no longer pristine.
-        let again = Rejoin::open(dir.path(), false)?;
+        let again = Rejoin::open(dir.path(), false, None)?;
         assert!(again.rejoining());
         again.caught_up();
-        let after = Rejoin::open(dir.path(), false)?;
+        let after = Rejoin::open(dir.path(), false, None)?;
         assert!(!after.rejoining());
         Ok(())
     }
@@ -180,7 +197,7 @@ mod tests {
     #[test]
     fn only_a_candidate_before_any_leader_gets_a_rejoining_nodes_vote() -> Res {
         let dir = tempfile::tempdir()?;
-        let gate = Rejoin::open(dir.path(), true)?;
+        let gate = Rejoin::open(dir.path(), true, None)?;
         assert!(!gate.may_vote(Some(&id(1, 0))));
         assert!(!gate.may_vote(Some(&id(1, 1))));
         assert!(!gate.may_vote(None));
