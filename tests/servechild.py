@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import random
 import re
 import signal
 import socket
@@ -225,13 +226,25 @@ def stats(address: Address) -> dict[str, str]:
     return {key: value.strip() for key, value in pairs}
 
 
+#: Ports handed out lie here, below the kernel's ephemeral range (32768 on): a port
+#: got by binding port 0 is one outgoing connections draw from too, and a server
+#: restarted on it could find it taken by another test's client socket.
+FREE_PORTS = range(20000, 32000)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (bound to port 0, then closed)."""
+    """A TCP port below the ephemeral range that was free a moment ago (bound, then
+    closed), drawn at random so that tests running at once do not try the same ones."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    for _ in range(1000):
+        port = random.choice(FREE_PORTS)
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port on {host} below the ephemeral range")
 
 
 def cluster_file(directory: Path, n: int = 3) -> tuple[Path, dict[int, int]]:

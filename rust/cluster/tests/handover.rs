@@ -8,7 +8,7 @@
 //! not a voter, is refused and changes nothing.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,15 +21,17 @@ use beanpole_cluster::net::{NetConfig, Network};
 use beanpole_cluster::node::{HandoverOutcome, Node, NodeConfig, NodeStatus};
 use beanpole_cluster::types::Peer;
 
+mod nodes;
+
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 const TOKEN: &str = "handover-test-token";
 
 /// Client and peer ports for `n` nodes (bound, then released for the nodes).
 fn ports(n: usize) -> Result<Vec<(u16, u16)>, Error> {
-    let port =
-        || -> Result<u16, Error> { Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()) };
-    (0..n).map(|_| Ok((port()?, port()?))).collect()
+    (0..n)
+        .map(|_| Ok((nodes::free_port()?, nodes::free_port()?)))
+        .collect()
 }
 
 /// A cluster file of the first `n` of `ports`.

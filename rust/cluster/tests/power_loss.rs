@@ -13,19 +13,19 @@
 //! leader starts again with the follower that lacks the puts.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use beanpole_cluster::file::ClusterFile;
 use beanpole_cluster::node::{Node, NodeConfig};
 
+mod nodes;
+
+use nodes::free_port;
+
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 const JOBS: u32 = 700;
-
-fn free_port() -> Result<u16, Error> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
 
 fn cluster_file() -> Result<ClusterFile, Error> {
     let mut text = String::new();

@@ -13,9 +13,29 @@ use beanpole_cluster::node::{Node, NodeConfig};
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
-/// A free loopback port (bound, then released for the node to bind).
+/// Ports handed out for nodes lie here, below the kernel's ephemeral range
+/// (32768 on): a port given by binding port 0 is one that outgoing
+/// connections draw from too, and a node restarted on it could find it taken
+/// by another test's client socket (seen once, `AddrInUse` at a restart).
+const PORTS: std::ops::Range<u32> = 20000..32000;
+
+/// A free loopback port below the ephemeral range (bound, then released for
+/// the node to bind), drawn at random so that tests running at once do not
+/// try the same ones.
 pub fn free_port() -> Result<u16, Error> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    use std::hash::{BuildHasher, Hasher};
+    for _ in 0..1000 {
+        // Each RandomState is freshly seeded: a random draw without a crate.
+        let draw = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let span = u64::from(PORTS.end - PORTS.start);
+        let port = u16::try_from(u64::from(PORTS.start) + draw % span)?;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err("no free port below the ephemeral range".into())
 }
 
 pub fn cluster_file(n: u64) -> Result<ClusterFile, Error> {
