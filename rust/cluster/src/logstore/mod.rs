@@ -1,6 +1,7 @@
 //! The Raft log storage openraft drives ([`LogStore`], a `RaftLogStorage`): the
 //! entries after the last purge kept in memory for reading and replication, and
-//! written to disk by the writer thread (`writer.rs`, files in `files.rs`).
+//! written to disk by the writer (`writer.rs`, files in `files.rs`): on its own
+//! thread, or for a follower's append on Raft's (`ops.rs`).
 //!
 //! An append is readable as soon as `append` returns and reported durable by
 //! the callback after the fsync that covers it (group commit). A vote is on disk
@@ -24,6 +25,7 @@
 //! Imports the codec, the types and openraft; nothing of the engine.
 
 mod files;
+mod ops;
 pub mod writer;
 
 use std::collections::BTreeMap;
@@ -31,7 +33,6 @@ use std::fmt::Debug;
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
-use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
@@ -41,6 +42,7 @@ use openraft::{RaftLogReader, StorageIOError};
 
 use self::files::LogFiles;
 pub use self::files::{LogError, ZEROS_AHEAD};
+use self::ops::Ops;
 pub use self::writer::{wait_durable, Durable, OnDisk};
 use self::writer::{Op, Writer};
 use crate::codec;
@@ -120,11 +122,11 @@ impl RaftLogReader<TypeConfig> for LogReader {
 #[derive(Debug)]
 pub struct LogStore {
     reader: LogReader,
-    /// Operations for the writer thread. Unbounded: openraft bounds the appends
-    /// in flight, and the other operations are awaited one at a time, so the
+    /// Operations for the writer. Unbounded: openraft bounds the appends in
+    /// flight, and the other operations are awaited one at a time, so the
     /// queue cannot grow without limit; a bounded one would only add a way to
     /// block the Raft core.
-    ops: Sender<Op>,
+    ops: Arc<Ops>,
     /// The writer thread, joined on drop so a store opened again on the same
     /// directory never meets the old one still writing.
     writer: Option<JoinHandle<()>>,
@@ -207,13 +209,14 @@ impl LogStore {
             vote: loaded.vote,
             committed,
         };
-        let (ops, rx) = channel();
         let stall = Arc::new(AtomicU64::new(crate::synced::stall_at_open()));
         let (durable_tx, durable) = tokio::sync::watch::channel(OnDisk { last, failed: None });
         let writer = Writer::new(files, Arc::clone(&stall), fsync, durable_tx);
+        let ops = Arc::new(Ops::new(writer));
+        let thread_ops = Arc::clone(&ops);
         let handle = std::thread::Builder::new()
             .name("beanpole-raft-log".into())
-            .spawn(move || writer.run(rx))
+            .spawn(move || thread_ops.run())
             .map_err(|source| LogError::Io {
                 dir: dir.display().to_string(),
                 source,
@@ -316,9 +319,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             bytes,
             done: None,
         };
-        self.ops.send(op).map_err(|_| {
-            StorageIOError::write(AnyError::error("the raft log writer thread has stopped"))
-        })?;
+        self.ops
+            .send(op)
+            .map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
         self.reader.shared.lock().committed = committed;
         Ok(())
     }
@@ -369,15 +372,20 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         } else {
             Some(callback)
         };
+        // A follower's append is written and synced here: its core waits for
+        // the callback anyway, and the writer thread would cost two hand-offs.
+        let here = done.is_some();
         let op = Op::Append {
             entries: encoded,
             last,
             done,
         };
-        self.ops.send(op).map_err(|_| {
-            StorageIOError::write_logs(AnyError::error("the raft log writer thread has stopped"))
-                .into()
-        })
+        let queued = if here {
+            self.ops.run_here(op)
+        } else {
+            self.ops.send(op)
+        };
+        queued.map_err(|e| StorageIOError::write_logs(AnyError::new(&e)).into())
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {

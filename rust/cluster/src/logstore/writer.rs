@@ -1,10 +1,12 @@
-//! The log writer thread: every write to the Raft log's files, in the order
-//! openraft asked for them, off the runtime's threads so a slow fsync never
-//! holds back heartbeats or replication.
+//! The log writer: every write to the Raft log's files, in the order openraft
+//! asked for them, carried out by the writer thread off the runtime's threads,
+//! so a slow fsync never holds back a leader's heartbeats or replication, or by
+//! a follower's append on the thread that makes it (`ops.rs`).
 //!
-//! Group commit: the thread takes everything queued, writes it, and covers every
-//! append in it with one fsync before telling openraft they are durable (a
-//! leader's own appends were reported at once: `mod.rs`). After each fsync it
+//! Group commit: whoever carries out the queue takes everything queued, writes
+//! it, and covers every append in it with one fsync before telling openraft
+//! they are durable (a leader's own appends were reported at once: `mod.rs`).
+//! After each fsync it
 //! publishes the last log id now on disk ([`Durable`]). A vote,
 //! a truncation or a purge first makes the appends before it durable, then is
 //! done and synced on its own and answered. After a failed write or fsync every
@@ -15,7 +17,6 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use openraft::storage::LogFlushed;
@@ -150,25 +151,8 @@ impl Writer {
         }
     }
 
-    /// Serve `ops` until every sender is gone.
-    pub fn run(mut self, ops: Receiver<Op>) {
-        let mut next = ops.recv();
-        while let Ok(op) = next {
-            if matches!(op, Op::Stop) {
-                break;
-            }
-            self.handle(op);
-            // Everything queued meanwhile rides on the same fsync.
-            next = ops.try_recv().map_err(|_| std::sync::mpsc::RecvError);
-            if next.is_err() {
-                self.sync_appends();
-                next = ops.recv();
-            }
-        }
-        self.sync_appends();
-    }
-
-    fn handle(&mut self, op: Op) {
+    /// Carry out one operation (appends are written, not yet synced).
+    pub(super) fn handle(&mut self, op: Op) {
         match op {
             Op::Append {
                 entries,
@@ -247,7 +231,7 @@ impl Writer {
     }
 
     /// One fsync for every append written since the last, then their callbacks.
-    fn sync_appends(&mut self) {
+    pub(super) fn sync_appends(&mut self) {
         let Some(written) = self.written.take() else {
             return;
         };

@@ -74,6 +74,10 @@ pub struct Forwarding {
     pub stop: watch::Receiver<bool>,
     /// The forwarded connections still running.
     pub live: Live,
+    /// The runtime they run on: a thread of their own, beside Raft's, so
+    /// relaying a hundred clients' commands never queues ahead of an append
+    /// request on Raft's one thread, nor the other way round.
+    pub runtime: tokio::runtime::Handle,
 }
 
 /// The forwarded connections running, for the node's stop to wait until they
@@ -120,12 +124,14 @@ impl Live {
 /// Accept client connections on a copy of `listener` and forward each, until
 /// aborted (the connections go on).
 pub fn spawn(listener: &Arc<StdListener>, ctx: Arc<Forwarding>) -> JoinHandle<()> {
-    let copy = listener.try_clone().and_then(|l| {
-        l.set_nonblocking(true)?;
-        TcpListener::from_std(l)
-    });
-    tokio::spawn(async move {
-        let Ok(listener) = copy else {
+    let copy = listener.try_clone();
+    let runtime = ctx.runtime.clone();
+    runtime.spawn(async move {
+        // Made here: a listener belongs to the runtime it is made on.
+        let Ok(listener) = copy.and_then(|l| {
+            l.set_nonblocking(true)?;
+            TcpListener::from_std(l)
+        }) else {
             return;
         };
         loop {

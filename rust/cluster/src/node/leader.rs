@@ -67,6 +67,8 @@ pub struct Leading {
     pub server: ServerConfig,
     /// The client address, bound at start and kept for the node's life.
     pub client: Arc<StdListener>,
+    /// The runtime forwarded connections run on (`Forwarding::runtime`).
+    pub forward_on: tokio::runtime::Handle,
     /// `stats`'s `id` of every term's server: the cluster's job-id space.
     pub instance: String,
     /// How long after its proposal a commit shows no other leader can exist.
@@ -116,7 +118,7 @@ struct Serving {
 /// Takes the term servers' clients over when a server stops under them.
 struct NodeCarrier {
     forwarding: Arc<Forwarding>,
-    /// The node's runtime, where forwarded connections run.
+    /// The node's forwarding runtime, where forwarded connections run.
     runtime: tokio::runtime::Handle,
 }
 
@@ -151,10 +153,11 @@ pub async fn run(leading: Leading) {
         max_job_size: leading.server.max_job_size,
         stop: stopped,
         live: forward::Live::default(),
+        runtime: leading.forward_on.clone(),
     });
     let carrier = Carrier(Arc::new(NodeCarrier {
         forwarding: Arc::clone(&forwarding),
-        runtime: tokio::runtime::Handle::current(),
+        runtime: leading.forward_on.clone(),
     }));
     let mut relay = Some(forward::spawn(&leading.client, Arc::clone(&forwarding)));
     let mut serving: Option<Serving> = None;

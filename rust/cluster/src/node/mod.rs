@@ -2,10 +2,13 @@
 //! its data directory (locked, marked with its node and cluster), its Raft
 //! instance with the log storage and state machine, the server its peers reach
 //! it on, and the engine's server for clients while it leads (`leader.rs`,
-//! with `propose.rs` taking the leader's records into the log and `relay.rs`
-//! relaying client connections to the leader while it does not serve).
+//! with `propose.rs` taking the leader's records into the log and `forward.rs`
+//! forwarding client connections to the leader while it does not serve).
 //!
-//! Everything runs on a runtime of the node's own; a leading term's engine
+//! Raft, its peer server and the leadership task run on a runtime of the
+//! node's own, whose one thread also writes and syncs a follower's appends
+//! (`logstore/ops.rs`); forwarded client connections run on a second runtime
+//! beside it, so that neither waits for the other; a leading term's engine
 //! server runs on its own runtime as a single node's does.
 
 mod forward;
@@ -227,6 +230,8 @@ impl NodeStatus {
 /// A running node.
 pub struct Node {
     runtime: Option<Runtime>,
+    /// Forwarded clients' runtime; ended after `runtime`.
+    forward_runtime: Option<Runtime>,
     raft: Raft,
     peer: Option<PeerServer>,
     leading: Option<tokio::task::JoinHandle<()>>,
@@ -306,6 +311,14 @@ impl Node {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("beanpole-raft")
+            .enable_all()
+            .build()
+            .map_err(NodeError::Runtime)?;
+        // Forwarded client connections run on a thread of their own
+        // (`forward.rs`, `Forwarding::runtime`).
+        let forward_runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("beanpole-fwd")
             .enable_all()
             .build()
             .map_err(NodeError::Runtime)?;
@@ -400,6 +413,7 @@ impl Node {
                 view,
                 server: config.server.clone(),
                 client: Arc::clone(&client),
+                forward_on: forward_runtime.handle().clone(),
                 // `stats`'s id as beanstalkd's: 16 hex digits (the cluster
                 // id's first 64 bits), the same on every node.
                 instance: identity.cluster().to_string()[..16].to_owned(),
@@ -419,6 +433,7 @@ impl Node {
         })?;
         Ok(Node {
             runtime: Some(runtime),
+            forward_runtime: Some(forward_runtime),
             raft,
             peer: Some(peer),
             leading: Some(leading),
@@ -569,6 +584,10 @@ impl Node {
             }
         });
         runtime.shutdown_timeout(Duration::from_secs(2));
+        // Last: the stop above ends the forwarded connections on it.
+        if let Some(forward) = self.forward_runtime.take() {
+            forward.shutdown_timeout(Duration::from_secs(2));
+        }
     }
 }
 

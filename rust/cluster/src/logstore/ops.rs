@@ -1,0 +1,189 @@
+//! The log writer's queue of operations, and who carries them out: the writer
+//! thread, or, for a follower's append, the thread that makes it.
+//!
+//! openraft 0.9's core waits for each append's callback before it goes on. On a
+//! follower, handing the append to the writer thread and its callback back to
+//! Raft's thread cost two thread wake-ups on the path of every commit (45-100 µs
+//! each on two busy cores: docs/cluster.md, "What is left"). So a follower's
+//! append is written and synced by the thread that makes it, which carries out
+//! first whatever was queued before it. The order is kept: operations are taken
+//! from the queue only by whoever holds the writer, and carried out before it
+//! is let go. The writer thread carries out everything else as before: a
+//! leader's appends (reported at once, so that their fsync overlaps the
+//! followers'), votes, truncations, purges and the committed id.
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use super::writer::{Op, Writer};
+
+/// The writer thread has stopped: nothing more will be written.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the raft log writer thread has stopped")]
+pub struct Stopped;
+
+#[derive(Debug, Default)]
+struct Queue {
+    ops: VecDeque<Op>,
+    /// A stop was carried out: later operations are refused.
+    stopped: bool,
+}
+
+/// Operations on one log, and its writer.
+#[derive(Debug)]
+pub struct Ops {
+    /// Operations not taken yet, in the order they were made. A std mutex:
+    /// held only to push or take them.
+    queue: Mutex<Queue>,
+    /// Wakes the writer thread when an operation is queued for it.
+    ready: Condvar,
+    /// The writer. A std mutex held while operations are carried out, file
+    /// I/O and fsync included: only by the writer thread and by a follower's
+    /// append, whose caller waits for that I/O in any case.
+    writer: Mutex<Writer>,
+}
+
+impl Ops {
+    pub fn new(writer: Writer) -> Ops {
+        Ops {
+            queue: Mutex::new(Queue::default()),
+            ready: Condvar::new(),
+            writer: Mutex::new(writer),
+        }
+    }
+
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        // Plain data: go on after a panic elsewhere.
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, op: Op) -> Result<(), Stopped> {
+        let mut queue = self.queue();
+        if queue.stopped {
+            return Err(Stopped);
+        }
+        queue.ops.push_back(op);
+        Ok(())
+    }
+
+    /// Queue `op` for the writer thread.
+    pub fn send(&self, op: Op) -> Result<(), Stopped> {
+        self.push(op)?;
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// Queue `op` and carry it out on this thread, after whatever was queued
+    /// before it; returns once it is written and synced (its callback called).
+    pub fn run_here(&self, op: Op) -> Result<(), Stopped> {
+        self.push(op)?;
+        self.carry_out();
+        Ok(())
+    }
+
+    /// Carry out everything queued, with one fsync for the appends among it
+    /// (group commit); false once a stop was carried out.
+    fn carry_out(&self) -> bool {
+        let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let ops = std::mem::take(&mut self.queue().ops);
+            if ops.is_empty() {
+                break;
+            }
+            for op in ops {
+                if matches!(op, Op::Stop) {
+                    writer.sync_appends();
+                    self.queue().stopped = true;
+                    return false;
+                }
+                writer.handle(op);
+            }
+        }
+        writer.sync_appends();
+        true
+    }
+
+    /// The writer thread: carry out what is queued until a stop.
+    pub fn run(&self) {
+        loop {
+            {
+                let mut queue = self.queue();
+                while queue.ops.is_empty() {
+                    queue = self.ready.wait(queue).unwrap_or_else(|e| e.into_inner());
+                }
+            }
+            if !self.carry_out() {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    use super::super::files::LogFiles;
+    use super::super::writer::OnDisk;
+    use super::*;
+    use crate::codec;
+    use crate::types::{Entry, LogId};
+
+    fn log_id(index: u64) -> LogId {
+        LogId::new(CommittedLeaderId::new(1, 1), index)
+    }
+
+    fn append(index: u64) -> Op {
+        let entry = Entry {
+            log_id: log_id(index),
+            payload: EntryPayload::Blank,
+        };
+        let mut bytes = Vec::new();
+        codec::put_entry(&mut bytes, &entry);
+        Op::Append {
+            entries: vec![(index, bytes)],
+            last: log_id(index),
+            done: None,
+        }
+    }
+
+    #[test]
+    fn an_append_carried_out_here_comes_after_what_was_queued_and_is_synced_when_it_returns(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let (files, _) = LogFiles::open(dir.path())?;
+        let (tx, durable) = tokio::sync::watch::channel(OnDisk::default());
+        let ops = Ops::new(Writer::new(files, Arc::new(AtomicU64::new(0)), true, tx));
+        // Queued for the writer thread, which does not run here.
+        ops.send(append(1))?;
+        let mut committed = Vec::new();
+        codec::put_log_id(&mut committed, Some(&log_id(1)));
+        ops.send(Op::Meta {
+            name: "committed",
+            bytes: committed,
+            done: None,
+        })?;
+        assert_eq!(durable.borrow().last, None);
+        ops.run_here(append(2))?;
+        assert_eq!(
+            durable.borrow().last,
+            Some(log_id(2)),
+            "written and synced, with what was queued before it, when it returns"
+        );
+        assert!(ops.queue().ops.is_empty());
+        ops.run_here(Op::Stop)?;
+        assert!(
+            ops.send(append(3)).is_err(),
+            "nothing is taken after a stop"
+        );
+        drop(ops);
+        let (_, loaded) = LogFiles::open(dir.path())?;
+        let indexes: Vec<u64> = loaded.entries.iter().map(|e| e.log_id.index).collect();
+        assert_eq!(indexes, [1, 2]);
+        assert_eq!(loaded.committed, Some(log_id(1)));
+        Ok(())
+    }
+}
