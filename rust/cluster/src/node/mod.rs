@@ -227,6 +227,16 @@ impl NodeStatus {
     }
 }
 
+/// A runtime of one worker thread named `name`, with I/O and timers.
+fn one_thread_runtime(name: &str) -> Result<Runtime, NodeError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .map_err(NodeError::Runtime)
+}
+
 /// A running node.
 pub struct Node {
     runtime: Option<Runtime>,
@@ -308,20 +318,10 @@ impl Node {
         peer_listener
             .set_nonblocking(true)
             .map_err(NodeError::Runtime)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("beanpole-raft")
-            .enable_all()
-            .build()
-            .map_err(NodeError::Runtime)?;
+        let runtime = one_thread_runtime("beanpole-raft")?;
         // Forwarded client connections run on a thread of their own
         // (`forward.rs`, `Forwarding::runtime`).
-        let forward_runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("beanpole-fwd")
-            .enable_all()
-            .build()
-            .map_err(NodeError::Runtime)?;
+        let forward_runtime = one_thread_runtime("beanpole-fwd")?;
         let raft_config = Arc::new(
             config
                 .raft
