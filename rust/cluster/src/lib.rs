@@ -30,6 +30,7 @@ pub mod logstore;
 pub mod net;
 pub mod node;
 pub mod report;
+mod say;
 pub mod sm;
 pub mod snapshot;
 pub mod synced;

@@ -172,7 +172,7 @@ pub async fn act(
         if let Some(hand_off) = hand_off {
             match hand_off.hand_off().await {
                 Ok(next) => return pass_on(raft, next, &change).await,
-                Err(why) => eprintln!(
+                Err(why) => crate::say::say!(
                     "beanpole: node {me}: could not hand the lead over before leaving ({why}); \
                      leaving as leader"
                 ),

@@ -181,7 +181,7 @@ pub async fn run(leading: Leading) {
                 let term = s.term;
                 stop_term(&leading, s, yields.then_some(DRAIN)).await;
                 if leading.announce {
-                    eprintln!(
+                    crate::say::say!(
                         "beanpole: node {} no longer leads (term {term}): forwarding clients to the leader",
                         leading.id
                     );
@@ -198,9 +198,10 @@ pub async fn run(leading: Leading) {
                     .serving
                     .send_replace(Some((started.term, started.handle.admin())));
                 if leading.announce {
-                    eprintln!(
+                    crate::say::say!(
                         "beanpole: node {} leads (term {}): serving clients",
-                        leading.id, started.term
+                        leading.id,
+                        started.term
                     );
                 }
                 serving = Some(started);
@@ -320,7 +321,7 @@ async fn start_term(leading: &Leading, term: u64, carrier: &Carrier) -> Option<S
             })
         }
         Ok(Err(e)) => {
-            eprintln!(
+            crate::say::say!(
                 "beanpole: node {}: cannot serve term {term}: {e}",
                 leading.id
             );

@@ -132,10 +132,12 @@ async fn cluster_exists(config: &NodeConfig) -> bool {
         let Ok(Ok(status)) = answer else { continue };
         if !status.cluster.is_unset() {
             if config.announce {
-                eprintln!(
+                crate::say::say!(
                     "beanpole: node {}: node {} already belongs to cluster {}; not founding \
                      another (add this node with beanpole cluster add)",
-                    config.id, status.node, status.cluster
+                    config.id,
+                    status.node,
+                    status.cluster
                 );
             }
             return true;

@@ -95,13 +95,13 @@ impl Rejoin {
             })
             .and_then(|()| crate::synced::sync_dir(&self.dir));
         if let Err(e) = removed {
-            eprintln!(
+            crate::say::say!(
                 "beanpole: {}: cannot remove {FILE}: {e}; the next start waits to catch up again",
                 self.dir.display()
             );
         }
         if let (Some(id), true) = (self.announce, self.refused.load(Ordering::SeqCst)) {
-            eprintln!("beanpole: node {id}: caught up with the cluster; it votes again");
+            crate::say::say!("beanpole: node {id}: caught up with the cluster; it votes again");
         }
     }
 }
@@ -134,7 +134,7 @@ impl CatchUp for Rejoin {
             return true;
         }
         if let (Some(id), false) = (self.announce, self.refused.swap(true, Ordering::SeqCst)) {
-            eprintln!(
+            crate::say::say!(
                 "beanpole: node {id}: refusing votes: it started with an empty data directory \
                  and has not yet caught up with what the cluster committed (a node that holds \
                  the log must lead first)"
