@@ -17,7 +17,9 @@ pub type Error = Box<dyn std::error::Error + Send + Sync>;
 /// (32768 on): a port given by binding port 0 is one that outgoing
 /// connections draw from too, and a node restarted on it could find it taken
 /// by another test's client socket (seen once, `AddrInUse` at a restart).
-const PORTS: std::ops::Range<u32> = 20000..32000;
+/// Below the bench's cluster harness's range too (20000-32000), so that a
+/// fault run beside the tests does not take them.
+const PORTS: std::ops::Range<u32> = 10000..20000;
 
 /// A free loopback port below the ephemeral range (bound, then released for
 /// the node to bind), drawn at random so that tests running at once do not
