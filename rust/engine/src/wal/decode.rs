@@ -5,8 +5,8 @@
 pub use super::format::JobRef;
 use super::format::{
     checksum, job_record_len, DecodeError, JobFields, Reader, Record, StoredState, BURY_RECORD_LEN,
-    DELETE_RECORD_LEN, FRAME_LEN, ID_LIMIT, JOB_FIXED_LEN, MAX_OUTCOME_REPLY, MAX_RECORD,
-    RELEASE_RECORD_LEN,
+    DELETE_RECORD_LEN, FRAME_LEN, HOLD_RECORD_LEN, ID_LIMIT, JOB_FIXED_LEN, MAX_OUTCOME_REPLY,
+    MAX_RECORD, RELEASE_RECORD_LEN,
 };
 
 /// A record decoded without copying: replay copies a job's body only once, into
@@ -173,10 +173,27 @@ impl RecordRef<'_> {
             return false;
         };
         let total = record.len();
+        // The u16 or u32 length at `at`, and what the record's total is then.
+        let u16_at = |at: usize| {
+            record
+                .get(at..at + 2)
+                .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))
+        };
+        let u32_at = |at: usize| {
+            record
+                .get(at..at + 4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        };
         match record[FRAME_LEN] {
-            2 | 5..=8 => total == DELETE_RECORD_LEN,
+            2 | 5..=8 | 10 | 12 => total == DELETE_RECORD_LEN,
             3 => total == RELEASE_RECORD_LEN,
             4 => total == BURY_RECORD_LEN,
+            9 => total == HOLD_RECORD_LEN,
+            // An outcome: owner, seq, then its reply's length and bytes.
+            11 => u32_at(FRAME_LEN + 17)
+                .is_some_and(|n| n <= MAX_OUTCOME_REPLY && total == FRAME_LEN + 21 + n),
+            // A pause: delay, until, then its tube's length and name.
+            13 => u16_at(FRAME_LEN + 13).is_some_and(|n| total == FRAME_LEN + 15 + n),
             1 => {
                 let Some(&[t0, t1]) = record.get(JOB_FIXED_LEN - 2..JOB_FIXED_LEN) else {
                     return false;
@@ -252,21 +269,44 @@ mod tests {
             Record::Timeout { id: 1 },
             Record::Delete { id: 1 },
             Record::NextId { next_id: 1 },
+            Record::Hold {
+                id: 1,
+                owner: 2,
+                deadline: 3,
+                seq: 4,
+            },
+            Record::Return { id: 1 },
+            Record::Outcome {
+                owner: 1,
+                seq: 2,
+                reply: b"INSERTED 7\r\n".to_vec(),
+            },
+            Record::Outcome {
+                owner: 1,
+                seq: 2,
+                reply: Vec::new(),
+            },
+            Record::End { owner: 1 },
+            Record::Pause {
+                tube: b"emails".to_vec(),
+                delay: 5,
+                until: 6,
+            },
         ];
         for r in &records {
             let mut buf = Vec::new();
             let n = r.encode(&mut buf);
             assert!(RecordRef::has_shape(&buf), "{r:?}");
             assert!(!RecordRef::has_shape(&buf[..n - 1]), "{r:?} cut");
-            buf[FRAME_LEN] = 9;
-            assert!(!RecordRef::has_shape(&buf), "{r:?} with kind 9");
+            buf[FRAME_LEN] = 14;
+            assert!(!RecordRef::has_shape(&buf), "{r:?} with kind 14");
         }
     }
 
     proptest! {
         #[test]
         fn whatever_decodes_has_the_shape(
-            kind in 1..10u8,
+            kind in 1..15u8,
             len in 0..120u32,
             tail in proptest::collection::vec(any::<u8>(), 0..140),
             seal in any::<bool>(),
