@@ -243,14 +243,14 @@ impl LogStore {
         err: fn(AnyError) -> StorageIOError<u64>,
     ) -> Result<(), StorageError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let gone = || std::io::Error::other("the raft log writer thread has stopped");
         self.ops
             .send(make(tx))
-            .map_err(|_| err(AnyError::new(&gone())))?;
+            .map_err(|e| err(AnyError::new(&e)))?;
         match rx.await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(err(AnyError::new(&e)).into()),
-            Err(_) => Err(err(AnyError::new(&gone())).into()),
+            // The writer thread ended without answering.
+            Err(_) => Err(err(AnyError::new(&ops::Stopped)).into()),
         }
     }
 }

@@ -6,8 +6,7 @@
 //! Group commit: whoever carries out the queue takes everything queued, writes
 //! it, and covers every append in it with one fsync before telling openraft
 //! they are durable (a leader's own appends were reported at once: `mod.rs`).
-//! After each fsync it
-//! publishes the last log id now on disk ([`Durable`]). A vote,
+//! After each fsync it publishes the last log id now on disk ([`Durable`]). A vote,
 //! a truncation or a purge first makes the appends before it durable, then is
 //! done and synced on its own and answered. After a failed write or fsync every
 //! later operation fails too: openraft then stops the node, and nothing is ever

@@ -173,7 +173,7 @@ impl RecordRef<'_> {
             return false;
         };
         let total = record.len();
-        // The u16 or u32 length at `at`, and what the record's total is then.
+        // The u16 or u32 length field at byte `at`, if the record reaches it.
         let u16_at = |at: usize| {
             record
                 .get(at..at + 2)
