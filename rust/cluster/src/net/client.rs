@@ -25,6 +25,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
+use tokio::io::BufReader;
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
@@ -48,21 +49,30 @@ struct Shared {
     pools: Mutex<HashMap<NodeId, Arc<Pool>>>,
 }
 
+/// A connection to a peer, read through a buffer: a reply usually takes one
+/// system call rather than one per field. A call reads its whole reply, and
+/// nothing else comes unasked, so a connection back in the pool has nothing
+/// buffered.
+type Conn = BufReader<TcpStream>;
+
+/// A connection's read buffer.
+const READ_BUFFER: usize = 16 << 10;
+
 /// The idle connections to one peer at one address.
 #[derive(Debug)]
 struct Pool {
     target: NodeId,
     addr: String,
     /// A std mutex: held to push or pop a connection, never across an await.
-    idle: Mutex<Vec<TcpStream>>,
+    idle: Mutex<Vec<Conn>>,
 }
 
 impl Pool {
-    fn take(&self) -> Option<TcpStream> {
+    fn take(&self) -> Option<Conn> {
         self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 
-    fn give(&self, conn: TcpStream, most: usize) {
+    fn give(&self, conn: Conn, most: usize) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < most {
             idle.push(conn);
@@ -165,7 +175,7 @@ impl PeerLink {
     }
 
     /// Connect and shake hands, within the connect timeout and `deadline`.
-    async fn dial(&self, deadline: Instant) -> Result<TcpStream, NetError> {
+    async fn dial(&self, deadline: Instant) -> Result<Conn, NetError> {
         let (target, addr) = (self.pool.target, &self.pool.addr);
         let limit = deadline.min(Instant::now() + self.shared.config.connect_timeout);
         let connect_err = |source| NetError::Connect {
@@ -175,8 +185,9 @@ impl PeerLink {
         };
         let identity = &self.shared.identity;
         let handshake = async {
-            let mut conn = TcpStream::connect(addr.as_str()).await?;
+            let conn = TcpStream::connect(addr.as_str()).await?;
             conn.set_nodelay(true)?;
+            let mut conn = BufReader::with_capacity(READ_BUFFER, conn);
             let hello = wire::hello(&Hello {
                 from: identity.node(),
                 to: target,
@@ -288,7 +299,7 @@ impl PeerLink {
     }
 }
 
-async fn round_trip(conn: &mut TcpStream, frame: &[u8], max: usize) -> std::io::Result<Frame> {
+async fn round_trip(conn: &mut Conn, frame: &[u8], max: usize) -> std::io::Result<Frame> {
     wire::write_frame(conn, frame).await?;
     wire::read_frame(conn, max).await
 }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{AppendEntriesResponse, VoteResponse};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
@@ -82,6 +82,10 @@ use super::NetConfig;
 use super::{attach, handover, members, status};
 use crate::identity::Identity;
 use crate::types::{LogId, NodeId, Raft};
+
+/// A connection's read buffer after the handshake: an append of a few hundred
+/// puts arrives in one read.
+const READ_BUFFER: usize = 64 << 10;
 
 /// A running peer server. Stopping it (or dropping it) closes the listener and
 /// every connection it accepted.
@@ -166,8 +170,9 @@ async fn accept_loop(
 }
 
 /// Read one frame: waiting for its start as long as it takes (links idle
-/// between calls), then its rest within the frame timeout.
-async fn next_frame(stream: &mut TcpStream, config: &NetConfig) -> std::io::Result<wire::Frame> {
+/// between calls), then its rest within the frame timeout. The connection's
+/// first frame, after which it may become something else (a session's link).
+async fn first_frame(stream: &mut TcpStream, config: &NetConfig) -> std::io::Result<wire::Frame> {
     let mut first = [0u8; 1];
     if stream.read(&mut first).await? == 0 {
         return Err(std::io::ErrorKind::UnexpectedEof.into());
@@ -181,6 +186,23 @@ async fn next_frame(stream: &mut TcpStream, config: &NetConfig) -> std::io::Resu
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
 }
 
+/// The same for the requests after the handshake, read through a buffer: a
+/// frame usually takes one system call rather than one per field.
+async fn next_frame(
+    stream: &mut BufReader<TcpStream>,
+    config: &NetConfig,
+) -> std::io::Result<wire::Frame> {
+    if stream.fill_buf().await?.is_empty() {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    tokio::time::timeout(
+        config.frame_timeout,
+        wire::read_frame(stream, config.max_frame),
+    )
+    .await
+    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
+}
+
 async fn serve(
     mut stream: TcpStream,
     raft: Raft,
@@ -189,7 +211,7 @@ async fn serve(
     hooks: Hooks,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
-    let (kind, body) = next_frame(&mut stream, &config).await?;
+    let (kind, body) = first_frame(&mut stream, &config).await?;
     if kind == members::CHANGE {
         let answer = match members::read_change(&body) {
             Some(change) => {
@@ -220,6 +242,9 @@ async fn serve(
     }
     let welcome = wire::welcome(identity.node(), identity.cluster());
     wire::write_frame(&mut stream, &welcome).await?;
+    // Only requests and their replies from here on, one at a time, so the
+    // buffer never holds bytes of anything else.
+    let mut stream = BufReader::with_capacity(READ_BUFFER, stream);
     loop {
         let (kind, body) = next_frame(&mut stream, &config).await?;
         let reply = match answer(&raft, hello.from, kind, &body, &hooks).await {
