@@ -120,6 +120,16 @@ pub struct LogFiles {
     segments: Vec<Segment>,
     /// The last segment, open for writing.
     file: File,
+    /// The small file last overwritten in place (`committed`, at every
+    /// commit), kept open with its length: each save is then one write.
+    in_place: Option<InPlace>,
+}
+
+#[derive(Debug)]
+struct InPlace {
+    name: String,
+    file: File,
+    len: u64,
 }
 
 fn seg_name(seq: u64) -> String {
@@ -196,6 +206,7 @@ impl LogFiles {
             dir: dir.to_path_buf(),
             segments,
             file,
+            in_place: None,
         };
         Ok((files, loaded))
     }
@@ -307,13 +318,27 @@ impl LogFiles {
 
     /// Replace the small file `name` with `payload`; with `durable`, it is on
     /// disk when this returns (written aside, synced, renamed over), without
-    /// it is overwritten in place.
-    pub fn save_meta(&self, name: &str, payload: &[u8], durable: bool) -> io::Result<()> {
+    /// it is overwritten in place (through a handle kept from the last time).
+    pub fn save_meta(&mut self, name: &str, payload: &[u8], durable: bool) -> io::Result<()> {
         let mut bytes = Vec::with_capacity(FRAME_LEN + payload.len());
         bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..4]), payload);
         bytes.extend_from_slice(&crc.to_le_bytes());
         bytes.extend_from_slice(payload);
+        if self.in_place.as_ref().is_some_and(|kept| kept.name == name) {
+            // Replaced whole now, or a failed write left it unknown: opened
+            // again next time.
+            let mut kept = self.in_place.take().filter(|_| !durable);
+            if let Some(InPlace { file, len, .. }) = kept.as_mut() {
+                file.write_all_at(&bytes, 0)?;
+                if *len != bytes.len() as u64 {
+                    file.set_len(bytes.len() as u64)?;
+                    *len = bytes.len() as u64;
+                }
+                self.in_place = kept;
+                return Ok(());
+            }
+        }
         if !durable {
             let file = OpenOptions::new()
                 .write(true)
@@ -321,7 +346,13 @@ impl LogFiles {
                 .truncate(false)
                 .open(self.dir.join(name))?;
             file.write_all_at(&bytes, 0)?;
-            return file.set_len(bytes.len() as u64);
+            file.set_len(bytes.len() as u64)?;
+            self.in_place = Some(InPlace {
+                name: name.to_owned(),
+                file,
+                len: bytes.len() as u64,
+            });
+            return Ok(());
         }
         let aside = self.dir.join(format!("{name}.new"));
         let file = File::create(&aside)?;
@@ -519,4 +550,59 @@ fn read_meta<T>(
     let value = decode(&mut r).map_err(meta_err)?;
     r.end().map_err(meta_err)?;
     Ok(Some(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::Reader;
+
+    fn text(r: &mut Reader<'_>) -> Result<String, CodecError> {
+        r.string()
+    }
+
+    fn payload(s: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        crate::codec::put_str(&mut out, s);
+        out
+    }
+
+    #[test]
+    fn a_file_overwritten_in_place_reads_back_as_last_saved() {
+        let tmp = tempfile::tempdir().expect("a directory");
+        let dir = tmp.path().join("raft");
+        let (mut files, _) = LogFiles::open(&dir).expect("opened");
+        let read = |name| read_meta(&dir, name, text).expect("it reads back");
+        files
+            .save_meta("committed", &payload("a longer first one"), false)
+            .expect("saved");
+        assert_eq!(read("committed").as_deref(), Some("a longer first one"));
+        // Through the kept handle: shorter (cut to its length), then longer.
+        files
+            .save_meta("committed", &payload("short"), false)
+            .expect("saved");
+        assert_eq!(read("committed").as_deref(), Some("short"));
+        files
+            .save_meta("committed", &payload("longer again, longer"), false)
+            .expect("saved");
+        assert_eq!(read("committed").as_deref(), Some("longer again, longer"));
+        // Replaced whole: the kept handle's inode is no longer the file's.
+        files
+            .save_meta("committed", &payload("durable"), true)
+            .expect("saved");
+        assert_eq!(read("committed").as_deref(), Some("durable"));
+        files
+            .save_meta("committed", &payload("in place"), false)
+            .expect("saved");
+        assert_eq!(read("committed").as_deref(), Some("in place"));
+        // Another file in place takes the handle over; both read back.
+        files
+            .save_meta("other", &payload("x"), false)
+            .expect("saved");
+        files
+            .save_meta("committed", &payload("last"), false)
+            .expect("saved");
+        assert_eq!(read("committed").as_deref(), Some("last"));
+        assert_eq!(read("other").as_deref(), Some("x"));
+    }
 }
