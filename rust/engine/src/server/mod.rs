@@ -304,6 +304,16 @@ pub async fn run(
     shutdown: impl std::future::Future,
 ) {
     let clock = tokio::spawn(clock::run(Arc::clone(&shared)));
+    // A cluster leader's commits reach the waiting connections from this
+    // runtime (`LogPipe::acknowledge`).
+    let relay = shared
+        .log_pipe
+        .as_ref()
+        .filter(|pipe| pipe.is_replicated())
+        .map(|pipe| {
+            let pipe = Arc::clone(pipe);
+            tokio::spawn(async move { pipe.relay_acks().await })
+        });
     // A watch channel: every accept task waits on the same one change, and a task
     // that starts waiting after it was sent still sees it.
     let (stop_accepting, accepting) = tokio::sync::watch::channel(false);
@@ -328,4 +338,7 @@ pub async fn run(
     shared.stop_all();
     shared.live.wait_for_none().await;
     let _ = clock.await;
+    if let Some(relay) = relay {
+        relay.abort();
+    }
 }

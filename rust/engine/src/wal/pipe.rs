@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::time::Instant;
 
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use super::buffers::BufferPool;
 use super::format::Header;
@@ -172,6 +172,11 @@ pub struct LogPipe {
     /// A cluster leader's sink (`replicate.rs`): records go there instead of to
     /// segments, and the cluster acknowledges them once committed.
     replicate: Option<Arc<dyn Replicate>>,
+    /// For a replicated pipe, wakes [`LogPipe::relay_acks`] on the server's
+    /// runtime, which sends the acknowledged position to the waiting
+    /// connections. A `Notify`: one task waits, and a wake that comes while it
+    /// is busy is kept for its next wait.
+    relay: Option<Notify>,
 }
 
 impl std::fmt::Debug for LogPipe {
@@ -218,6 +223,7 @@ impl LogPipe {
             dir_name,
             buffers: BufferPool::default(),
             replicate: None,
+            relay: None,
         }
     }
 
@@ -227,6 +233,7 @@ impl LogPipe {
     pub fn replicated(sink: Arc<dyn Replicate>, name: String) -> LogPipe {
         LogPipe {
             replicate: Some(sink),
+            relay: Some(Notify::new()),
             ..LogPipe::new(FsyncPolicy::Never, name)
         }
     }
@@ -408,11 +415,34 @@ impl LogPipe {
 
     /// Raise the acknowledged position (written or synced, by policy; for a
     /// replicated pipe, committed by the cluster).
+    ///
+    /// A replicated pipe's commits are learnt on another runtime's thread, and
+    /// waking each waiting connection from there costs a system call each (a
+    /// task woken from outside a single-thread runtime wakes its thread), so
+    /// they wake only the relay, which wakes the connections from the server's
+    /// own thread.
     pub fn acknowledge(&self, position: u64) {
         if self.acked.fetch_max(position, Ordering::SeqCst) < position
             && self.waiters.load(Ordering::SeqCst) > 0
         {
-            self.acked_tx.send_replace(position);
+            match &self.relay {
+                Some(relay) => relay.notify_one(),
+                None => {
+                    self.acked_tx.send_replace(position);
+                }
+            }
+        }
+    }
+
+    /// For a replicated pipe, run on the server's runtime while it serves:
+    /// passes each acknowledged position on to the waiting connections. Returns
+    /// at once for any other pipe.
+    pub async fn relay_acks(&self) {
+        let Some(relay) = &self.relay else { return };
+        loop {
+            relay.notified().await;
+            self.acked_tx
+                .send_replace(self.acked.load(Ordering::SeqCst));
         }
     }
 
