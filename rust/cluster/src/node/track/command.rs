@@ -157,10 +157,12 @@ impl CommandFramer {
         self.input.extend_from_slice(bytes);
     }
 
-    /// The input buffer, to read into directly (e.g. with `read_buf`); bytes
-    /// appended to it count as pushed. Call [`CommandFramer::next_command`]
+    /// The input buffer, to read into directly (e.g. with `read_buf`), with
+    /// room for a read of several commands (`READ_SPARE`); bytes appended to
+    /// it count as pushed. Call [`CommandFramer::next_command`]
     /// afterwards as after a push.
     pub fn input_mut(&mut self) -> &mut BytesMut {
+        self.input.reserve(super::READ_SPARE);
         &mut self.input
     }
 

@@ -27,5 +27,10 @@ pub use self::outbox::Outbox;
 pub use self::reply::{Reply, ReplyError, ReplyFramer, MAX_REPLY_LINE};
 pub use self::session::{Session, TrackError, DEFAULT_TUBE};
 
+/// Room the framers' input buffers have for each read: without it a read
+/// into a buffer grown only to the bytes held gets a few bytes at a time (a
+/// put's line and body took two system calls).
+const READ_SPARE: usize = 8 << 10;
+
 #[cfg(test)]
 mod tests;

@@ -86,9 +86,11 @@ impl ReplyFramer {
         }
     }
 
-    /// The input buffer, to read into directly (e.g. with `read_buf`); bytes
-    /// appended to it count as pushed.
+    /// The input buffer, to read into directly (e.g. with `read_buf`), with
+    /// room for a read of several replies (`READ_SPARE`); bytes appended to
+    /// it count as pushed.
     pub fn input_mut(&mut self) -> &mut BytesMut {
+        self.input.reserve(super::READ_SPARE);
         &mut self.input
     }
 

@@ -530,3 +530,20 @@ fn unanswered_commands_are_kept_in_order_within_a_bound() {
     assert_eq!(pending, cmds[2..4]);
     assert_eq!(s.acked(), 2);
 }
+
+#[test]
+fn the_input_buffers_have_room_for_a_whole_read() {
+    // A read into a buffer with little room takes a command in pieces, a
+    // system call each.
+    let mut framer = CommandFramer::new(MAX_JOB);
+    let put = b"put 0 0 120 5\r\nhello\r\nput 0 0 120 3\r\nab";
+    framer.input_mut().extend_from_slice(put);
+    assert_eq!(framer.next_command().map(|c| c.bytes.len()), Some(22));
+    let input = framer.input_mut();
+    assert!(input.capacity() - input.len() >= READ_SPARE);
+    let mut replies = ReplyFramer::new();
+    replies.input_mut().extend_from_slice(b"INSERTED 1\r\nINSE");
+    assert!(replies.next_reply().expect("a reply").is_some());
+    let input = replies.input_mut();
+    assert!(input.capacity() - input.len() >= READ_SPARE);
+}
