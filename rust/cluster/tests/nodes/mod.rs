@@ -21,9 +21,17 @@ pub type Error = Box<dyn std::error::Error + Send + Sync>;
 /// fault run beside the tests does not take them.
 const PORTS: std::ops::Range<u32> = 10000..20000;
 
+/// Ports this test process has handed out. A std mutex: held only to look up
+/// and add one port.
+static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
 /// A free loopback port below the ephemeral range (bound, then released for
 /// the node to bind), drawn at random so that tests running at once do not
-/// try the same ones.
+/// try the same ones, and never one this process handed out before: a port
+/// free when two tests running at once drew it (neither node had bound it
+/// yet) went to both, and the second node's bind failed (`AddrInUse`, seen in
+/// `follower_protocol.rs`).
 pub fn free_port() -> Result<u16, Error> {
     use std::hash::{BuildHasher, Hasher};
     for _ in 0..1000 {
@@ -33,7 +41,11 @@ pub fn free_port() -> Result<u16, Error> {
             .finish();
         let span = u64::from(PORTS.end - PORTS.start);
         let port = u16::try_from(u64::from(PORTS.start) + draw % span)?;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        let mut given = GIVEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
             return Ok(port);
         }
     }
