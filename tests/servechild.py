@@ -233,17 +233,26 @@ def stats(address: Address) -> dict[str, str]:
 FREE_PORTS = range(10000, 20000)
 
 
+#: Ports this process has handed out: a port is free until its server binds it, so a
+#: cluster file's ports, all drawn before any node starts, could otherwise repeat.
+_GIVEN: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port below the ephemeral range that was free a moment ago (bound, then
-    closed), drawn at random so that tests running at once do not try the same ones."""
+    closed), drawn at random so that tests running at once do not try the same ones, and
+    never one this process handed out before."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     for _ in range(1000):
         port = random.choice(FREE_PORTS)
+        if port in _GIVEN:
+            continue
         with socket.socket(family, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind((host, port))
             except OSError:
                 continue
+            _GIVEN.add(port)
             return port
     raise RuntimeError(f"no free port on {host} below the ephemeral range")
 

@@ -325,19 +325,17 @@ impl LogFiles {
         let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..4]), payload);
         bytes.extend_from_slice(&crc.to_le_bytes());
         bytes.extend_from_slice(payload);
-        if self.in_place.as_ref().is_some_and(|kept| kept.name == name) {
-            // Replaced whole now, or a failed write left it unknown: opened
-            // again next time.
-            let mut kept = self.in_place.take().filter(|_| !durable);
-            if let Some(InPlace { file, len, .. }) = kept.as_mut() {
-                file.write_all_at(&bytes, 0)?;
-                if *len != bytes.len() as u64 {
-                    file.set_len(bytes.len() as u64)?;
-                    *len = bytes.len() as u64;
-                }
-                self.in_place = kept;
-                return Ok(());
+        // Taken out: a save that replaces it whole, or a write that fails and
+        // leaves it unknown, has it opened again next time.
+        let kept = self.in_place.take_if(|kept| kept.name == name);
+        if let Some(mut kept) = kept.filter(|_| !durable) {
+            kept.file.write_all_at(&bytes, 0)?;
+            if kept.len != bytes.len() as u64 {
+                kept.file.set_len(bytes.len() as u64)?;
+                kept.len = bytes.len() as u64;
             }
+            self.in_place = Some(kept);
+            return Ok(());
         }
         if !durable {
             let file = OpenOptions::new()
@@ -572,37 +570,31 @@ mod tests {
         let tmp = tempfile::tempdir().expect("a directory");
         let dir = tmp.path().join("raft");
         let (mut files, _) = LogFiles::open(&dir).expect("opened");
-        let read = |name| read_meta(&dir, name, text).expect("it reads back");
-        files
-            .save_meta("committed", &payload("a longer first one"), false)
-            .expect("saved");
-        assert_eq!(read("committed").as_deref(), Some("a longer first one"));
-        // Through the kept handle: shorter (cut to its length), then longer.
-        files
-            .save_meta("committed", &payload("short"), false)
-            .expect("saved");
-        assert_eq!(read("committed").as_deref(), Some("short"));
-        files
-            .save_meta("committed", &payload("longer again, longer"), false)
-            .expect("saved");
-        assert_eq!(read("committed").as_deref(), Some("longer again, longer"));
-        // Replaced whole: the kept handle's inode is no longer the file's.
-        files
-            .save_meta("committed", &payload("durable"), true)
-            .expect("saved");
-        assert_eq!(read("committed").as_deref(), Some("durable"));
-        files
-            .save_meta("committed", &payload("in place"), false)
-            .expect("saved");
-        assert_eq!(read("committed").as_deref(), Some("in place"));
-        // Another file in place takes the handle over; both read back.
-        files
-            .save_meta("other", &payload("x"), false)
-            .expect("saved");
-        files
-            .save_meta("committed", &payload("last"), false)
-            .expect("saved");
-        assert_eq!(read("committed").as_deref(), Some("last"));
-        assert_eq!(read("other").as_deref(), Some("x"));
+        // In order: a first save; through the kept handle shorter (cut to its
+        // length), then longer; replaced whole (the kept handle's inode is no
+        // longer the file's), then in place again; another file in place
+        // taking the handle over, then this one again.
+        let steps: [(&str, &str, bool); 7] = [
+            ("committed", "a longer first one", false),
+            ("committed", "short", false),
+            ("committed", "longer again, longer", false),
+            ("committed", "durable", true),
+            ("committed", "in place", false),
+            ("other", "x", false),
+            ("committed", "last", false),
+        ];
+        for (name, text_saved, durable) in steps {
+            files
+                .save_meta(name, &payload(text_saved), durable)
+                .expect("saved");
+            let read = read_meta(&dir, name, text).expect("it reads back");
+            assert_eq!(
+                read.as_deref(),
+                Some(text_saved),
+                "{name} after {text_saved:?}"
+            );
+        }
+        let other = read_meta(&dir, "other", text).expect("it reads back");
+        assert_eq!(other.as_deref(), Some("x"));
     }
 }
