@@ -381,7 +381,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             done,
         };
         let queued = if here {
-            self.ops.run_here(op)
+            self.ops.append_here(op).await
         } else {
             self.ops.send(op)
         };

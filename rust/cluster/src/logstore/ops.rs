@@ -13,7 +13,9 @@
 //! followers'), votes, truncations, purges and the committed id.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use super::writer::{Op, Writer};
 
@@ -41,7 +43,23 @@ pub struct Ops {
     /// I/O and fsync included: only by the writer thread and by a follower's
     /// append, whose caller waits for that I/O in any case.
     writer: Mutex<Writer>,
+    /// The last append carried out by its caller waited longer than
+    /// [`SLOW_SYNC`] for the disk: the next one waits off the runtime
+    /// ([`Ops::append_here`]). Only the Raft core's thread reads and writes it.
+    disk_slow: AtomicBool,
 }
+
+/// An append whose write and fsync took longer than this held a follower's
+/// runtime long enough to matter: three of the leader's heartbeat intervals
+/// (50 ms), a fifth of the shortest wait before a follower stands (the 500 ms
+/// lease plus at least 250). Under the durable-put bench a loaded disk's
+/// group commits here take up to ~50 ms.
+const SLOW_SYNC: Duration = Duration::from_millis(150);
+
+/// After such an append, how long the follower's runtime is left to read what
+/// its leader sent meanwhile (the leader sends again after an unanswered
+/// heartbeat interval) before the Raft core goes on.
+const SETTLE: Duration = Duration::from_millis(100);
 
 impl Ops {
     pub fn new(writer: Writer) -> Ops {
@@ -49,6 +67,7 @@ impl Ops {
             queue: Mutex::new(Queue::default()),
             ready: Condvar::new(),
             writer: Mutex::new(writer),
+            disk_slow: AtomicBool::new(false),
         }
     }
 
@@ -79,6 +98,37 @@ impl Ops {
         self.push(op)?;
         self.carry_out();
         Ok(())
+    }
+
+    /// A follower's append: carried out here ([`Ops::run_here`]) without
+    /// letting a slow disk hold up the rest of the runtime this is called on.
+    ///
+    /// That runtime's one worker also runs the peer server and Raft's timer.
+    /// Held through a long fsync, it reads nothing the leader sends meanwhile,
+    /// and once the fsync ends the timer's tick can reach the Raft core before
+    /// the leader's next heartbeat does: the follower would stand for election
+    /// though its leader is alive (no election while a disk is merely slow:
+    /// `tests/slow_disk.rs`). So an append that turned out slow is followed by
+    /// a pause in which the runtime reads what came, which the core then takes
+    /// before its timer; and while the disk stays slow, appends wait off the
+    /// runtime altogether (`block_in_place`, whose hand-over to another thread
+    /// costs too much to pay on every append of a fast disk).
+    pub async fn append_here(&self, op: Op) -> Result<(), Stopped> {
+        let started = Instant::now();
+        let flavor = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor());
+        let multi = matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::MultiThread));
+        let was_slow = self.disk_slow.load(Ordering::Relaxed);
+        let done = if was_slow && multi {
+            tokio::task::block_in_place(|| self.run_here(op))
+        } else {
+            self.run_here(op)
+        };
+        let slow = started.elapsed() > SLOW_SYNC;
+        self.disk_slow.store(slow, Ordering::Relaxed);
+        if slow && !(was_slow && multi) && flavor.is_ok() {
+            tokio::time::sleep(SETTLE).await;
+        }
+        done
     }
 
     /// Carry out everything queued, with one fsync for the appends among it
