@@ -30,7 +30,7 @@ use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
 use super::wire::{self, Failure, Frame, Hello};
-use super::{NetConfig, NetError};
+use super::{NetConfig, NetError, Refusal};
 use crate::identity::Identity;
 use crate::types::{NodeId, Peer, TypeConfig};
 
@@ -120,6 +120,30 @@ impl Network {
             pool: Arc::clone(pool),
         }
     }
+}
+
+/// What a refused vote request `asked` of node `voter` says about the voter:
+/// None for a vote granted, or refused for another reason (a live leader's
+/// lease, a higher term, a rejoining node that keeps its vote back).
+fn refusal(
+    asked: &VoteRequest<NodeId>,
+    answer: &VoteResponse<NodeId>,
+    voter: NodeId,
+) -> Option<Refusal> {
+    if answer.vote_granted {
+        return None;
+    }
+    let ours = asked.last_log_id.as_ref();
+    let theirs = answer.last_log_id.as_ref();
+    if theirs > ours {
+        return Some(Refusal::LongerLog);
+    }
+    let rival = answer.vote.leader_id();
+    let standing = rival.term == asked.vote.leader_id().term
+        && rival.voted_for() == Some(voter)
+        && !answer.vote.is_committed();
+    // A rejoining node's refusal says no log (`server.rs`): it is not behind.
+    (standing && theirs.is_some() && theirs < ours).then_some(Refusal::RivalBehind)
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -372,10 +396,73 @@ impl RaftNetwork<TypeConfig> for PeerLink {
             .await
             .map_err(|e| self.rpc_err(e, action))?;
         let body = self.reply(reply, action)?;
-        wire::read_vote_reply(&body).map_err(|e| self.rpc_err(self.bad(e), action))
+        let mut answer =
+            wire::read_vote_reply(&body).map_err(|e| self.rpc_err(self.bad(e), action))?;
+        if let Some(refusals) = &self.shared.config.refusals {
+            if let Some(why) = refusal(&rpc, &answer, self.pool.target) {
+                if why == Refusal::LongerLog {
+                    // openraft would hold this node's campaigns back from now
+                    // until it next stands by its own timer, however long
+                    // that is: the node decides instead (`node/campaign.rs`).
+                    answer.last_log_id = None;
+                }
+                refusals.refused(why);
+            }
+        }
+        Ok(answer)
     }
 
     fn backoff(&self) -> Backoff {
         Backoff::new(std::iter::repeat(self.shared.config.backoff))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, Vote};
+
+    use super::*;
+    use crate::types::LogId;
+
+    fn at(term: u64, index: u64) -> Option<LogId> {
+        Some(LogId::new(CommittedLeaderId::new(term, 1), index))
+    }
+
+    /// Node 2 stands in term 5 with its log at (4, 10); node 3 answers.
+    fn answer(vote: Vote<NodeId>, last: Option<LogId>, granted: bool) -> Option<Refusal> {
+        let asked = VoteRequest::new(Vote::new(5, 2), at(4, 10));
+        refusal(&asked, &VoteResponse::new(vote, last, granted), 3)
+    }
+
+    #[test]
+    fn a_refusal_is_told_for_what_it_says_of_the_voter() {
+        // Granted: nothing to tell.
+        assert_eq!(answer(Vote::new(5, 2), at(4, 12), true), None);
+        // A longer log, whatever the reason it refused (a leader's lease here).
+        assert_eq!(
+            answer(Vote::new_committed(4, 1), at(4, 12), false),
+            Some(Refusal::LongerLog)
+        );
+        assert_eq!(
+            answer(Vote::new(5, 3), at(4, 11), false),
+            Some(Refusal::LongerLog)
+        );
+        // A rival standing in the same term with a shorter log.
+        assert_eq!(
+            answer(Vote::new(5, 3), at(4, 9), false),
+            Some(Refusal::RivalBehind)
+        );
+        assert_eq!(
+            answer(Vote::new(5, 3), at(3, 40), false),
+            Some(Refusal::RivalBehind)
+        );
+        // Not a rival: it voted for another node, in a later term, or as a
+        // leader's follower; or its log is as long; or it says no log (a
+        // rejoining node keeping its vote back).
+        assert_eq!(answer(Vote::new(5, 1), at(4, 9), false), None);
+        assert_eq!(answer(Vote::new(6, 3), at(4, 9), false), None);
+        assert_eq!(answer(Vote::new_committed(5, 3), at(4, 9), false), None);
+        assert_eq!(answer(Vote::new(5, 3), at(4, 10), false), None);
+        assert_eq!(answer(Vote::new(5, 3), None, false), None);
     }
 }

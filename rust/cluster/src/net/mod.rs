@@ -56,6 +56,24 @@ pub struct NetConfig {
     /// sent carries no commit beyond it, and a membership change is answered
     /// once it is there. None: the log reports nothing durable early.
     pub durable: Option<crate::logstore::Durable>,
+    /// Told what each refused vote request of this node's said, in place of
+    /// openraft (`client.rs`, [`Refusal`]). None: openraft is told as it is.
+    pub refusals: Option<std::sync::Arc<dyn Refusals>>,
+}
+
+/// What a refused vote request of this node's said about the voter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its log is longer than this node's.
+    LongerLog,
+    /// It stands in this node's term itself, with a log shorter than this
+    /// node's.
+    RivalBehind,
+}
+
+/// Decides when a node stands again after a refused vote (`node/campaign.rs`).
+pub trait Refusals: Send + Sync + std::fmt::Debug {
+    fn refused(&self, why: Refusal);
 }
 
 impl Default for NetConfig {
@@ -70,6 +88,7 @@ impl Default for NetConfig {
             admin_token: None,
             serving: None,
             durable: None,
+            refusals: None,
         }
     }
 }

@@ -11,6 +11,7 @@
 //! beside it, so that neither waits for the other; a leading term's engine
 //! server runs on its own runtime as a single node's does.
 
+pub mod campaign;
 mod forward;
 mod handover;
 mod leader;
@@ -343,8 +344,10 @@ impl Node {
         // Raised by the leader's proposer, read by the hand-over; an atomic.
         let committed_to = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let (raft, peer, leading, handover) = runtime.block_on(async {
+            let (campaigns, refusals) = campaign::Campaigns::new();
             let net = NetConfig {
                 durable: Some(durable.clone()),
+                refusals: Some(campaigns as Arc<dyn crate::net::Refusals>),
                 ..config.net.clone()
             };
             let network = Network::new(Arc::clone(&identity), net.clone());
@@ -403,6 +406,11 @@ impl Node {
                 rejoin.caught_up();
             }
             tokio::spawn(stop_on_log_failure(raft.clone(), durable.clone()));
+            tokio::spawn(campaign::run(
+                raft.clone(),
+                refusals,
+                Duration::from_millis(2 * config.raft.election_timeout_max),
+            ));
             tokio::spawn(snapshots::run(
                 raft.clone(),
                 cache_size.clone(),

@@ -81,12 +81,23 @@ impl Node {
         listener: TcpListener,
         config: Arc<Config>,
     ) -> Result<Node, Error> {
+        Node::start_with(id, listener, config, NetConfig::default()).await
+    }
+
+    /// [`Node::start`], with transport settings of the test's (the peer server
+    /// takes the defaults).
+    pub async fn start_with(
+        id: NodeId,
+        listener: TcpListener,
+        config: Arc<Config>,
+        net: NetConfig,
+    ) -> Result<Node, Error> {
         let dir = tempfile::tempdir()?;
         let identity = Arc::new(Identity::open(dir.path(), id)?);
         let (log, sm) = open_storage(dir.path())?;
         let stall = log.sync_stall();
         let view = sm.view();
-        let network = Network::new(Arc::clone(&identity), NetConfig::default());
+        let network = Network::new(Arc::clone(&identity), net);
         let raft = Raft::new(id, config, network, log, sm).await?;
         let peer = listener.local_addr()?;
         let server = PeerServer::start(
@@ -136,6 +147,14 @@ impl Node {
 /// Three nodes on loopback ports of their own, initialized by node 1 (which
 /// makes the cluster's id), with a leader elected.
 pub async fn three(config: Config) -> Result<(Vec<Node>, NodeId), Error> {
+    three_with(config, |_| NetConfig::default()).await
+}
+
+/// [`three`], each node's transport set up by `net` (given its id).
+pub async fn three_with(
+    config: Config,
+    net: impl Fn(NodeId) -> NetConfig,
+) -> Result<(Vec<Node>, NodeId), Error> {
     let config = Arc::new(config.validate()?);
     let mut listeners = Vec::new();
     let mut members = BTreeMap::new();
@@ -152,7 +171,7 @@ pub async fn three(config: Config) -> Result<(Vec<Node>, NodeId), Error> {
     }
     let mut nodes = Vec::new();
     for (id, listener) in listeners {
-        nodes.push(Node::start(id, listener, Arc::clone(&config)).await?);
+        nodes.push(Node::start_with(id, listener, Arc::clone(&config), net(id)).await?);
     }
     nodes[0].identity.found()?;
     nodes[0].raft.initialize(members).await?;
