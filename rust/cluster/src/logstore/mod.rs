@@ -6,7 +6,8 @@
 //! An append is readable as soon as `append` returns and reported durable by
 //! the callback after the fsync that covers it (group commit). A vote is on disk
 //! before `save_vote` returns. Truncation and purge are ordered after every
-//! write before them, as the writer takes operations in order.
+//! write before them, as the writer takes operations in order. The committed
+//! id is written, unsynced, with whatever operation comes next (`Ops::later`).
 //!
 //! But for a leader's own appends. openraft 0.9's core waits for each append's
 //! callback before it goes on, and a leader sends new entries to its followers
@@ -320,7 +321,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             done: None,
         };
         self.ops
-            .send(op)
+            .later(op)
             .map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
         self.reader.shared.lock().committed = committed;
         Ok(())

@@ -92,6 +92,16 @@ impl Ops {
         Ok(())
     }
 
+    /// Queue `op` to be carried out with the next operation queued for the
+    /// writer thread or carried out here, or at the stop, whichever comes
+    /// first: for a write nothing waits for (the committed id, saved on every
+    /// commit and read back only at a restart, where an older one only means
+    /// less applied before the leader sends the rest). Waking the writer
+    /// thread for it cost a thread wake-up per commit on every node.
+    pub fn later(&self, op: Op) -> Result<(), Stopped> {
+        self.push(op)
+    }
+
     /// Queue `op` and carry it out on this thread, after whatever was queued
     /// before it; returns once it is written and synced (its callback called).
     pub fn run_here(&self, op: Op) -> Result<(), Stopped> {
@@ -234,6 +244,36 @@ mod tests {
         let indexes: Vec<u64> = loaded.entries.iter().map(|e| e.log_id.index).collect();
         assert_eq!(indexes, [1, 2]);
         assert_eq!(loaded.committed, Some(log_id(1)));
+        Ok(())
+    }
+
+    #[test]
+    fn a_later_operation_goes_with_the_next_one_or_the_stop(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let committed = |index| {
+            let mut bytes = Vec::new();
+            codec::put_log_id(&mut bytes, Some(&log_id(index)));
+            Op::Meta {
+                name: "committed",
+                bytes,
+                done: None,
+            }
+        };
+        let dir = tempfile::tempdir()?;
+        let (files, _) = LogFiles::open(dir.path())?;
+        let (tx, _durable) = tokio::sync::watch::channel(OnDisk::default());
+        let ops = Ops::new(Writer::new(files, Arc::new(AtomicU64::new(0)), true, tx));
+        ops.later(committed(1))?;
+        assert_eq!(ops.queue().ops.len(), 1, "queued, not carried out");
+        ops.run_here(append(1))?;
+        assert!(ops.queue().ops.is_empty(), "carried out with the append");
+        let (_, loaded) = LogFiles::open(dir.path())?;
+        assert_eq!(loaded.committed, Some(log_id(1)));
+        ops.later(committed(2))?;
+        ops.run_here(Op::Stop)?;
+        drop(ops);
+        let (_, loaded) = LogFiles::open(dir.path())?;
+        assert_eq!(loaded.committed, Some(log_id(2)), "carried out at the stop");
         Ok(())
     }
 }
