@@ -1,6 +1,6 @@
 //! The writer thread: everything slow about the log.
 //!
-//! Connection tasks write records themselves (`pipe.rs`); this thread creates and
+//! Connection tasks write records themselves (`pipe/inline.rs`); this thread creates and
 //! preallocates segments ahead of need, removes the ones compaction emptied, runs
 //! fsync (with `-f 0` as soon as something is written, with `-f MS` at most MS
 //! after the first unsynced write) and takes over writes that fail: it retries

@@ -1,8 +1,10 @@
 //! Unit tests of the pipe on real segment files.
 
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
 use super::*;
 use crate::wal::fs::{FsDir, LogDir};
-use std::time::Duration;
 
 fn write(seq: u64, offset: u64, bytes: &[u8], end: u64) -> Task {
     Task::Write {
