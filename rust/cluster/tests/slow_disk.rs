@@ -12,17 +12,33 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{applied, batch, put, quick, shutdown, three, Error};
+use beanpole_cluster::types::NodeId;
+use common::{applied, batch, put, quick, shutdown, three, Error, Node};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fsync_stalls_cause_no_election() -> Result<(), Error> {
-    let config = openraft::Config {
+/// Heartbeats every 50 ms, elections after 300-600 ms: a follower stands once
+/// it has heard nothing for 900-1,200 ms (the lease plus its timeout).
+fn timing() -> openraft::Config {
+    openraft::Config {
         heartbeat_interval: 50,
         election_timeout_min: 300,
         election_timeout_max: 600,
         ..quick()
-    };
-    let (nodes, leader_id) = three(config).await?;
+    }
+}
+
+/// Every node still in `term` under `leader` (no election); disks fast again.
+fn still_led(nodes: &[Node], leader: NodeId, term: u64) {
+    for node in nodes {
+        let m = node.raft.metrics().borrow().clone();
+        assert_eq!(m.current_term, term, "node {} saw an election", node.id);
+        assert_eq!(m.current_leader, Some(leader), "node {}", node.id);
+        node.stall.store(0, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsync_stalls_cause_no_election() -> Result<(), Error> {
+    let (nodes, leader_id) = three(timing()).await?;
     let leader = &nodes[leader_id as usize - 1];
     let term = leader.raft.metrics().borrow().current_term;
 
@@ -58,12 +74,7 @@ async fn fsync_stalls_cause_no_election() -> Result<(), Error> {
     }
     // Keep the stall on over several election timeouts with nothing written.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    for node in &nodes {
-        let m = node.raft.metrics().borrow().clone();
-        assert_eq!(m.current_term, term, "node {} saw an election", node.id);
-        assert_eq!(m.current_leader, Some(leader_id), "node {}", node.id);
-        node.stall.store(0, Ordering::SeqCst);
-    }
+    still_led(&nodes, leader_id, term);
     shutdown(nodes).await
 }
 
@@ -76,13 +87,7 @@ async fn fsync_stalls_cause_no_election() -> Result<(), Error> {
 /// 5 failed here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follower_fsync_stalls_past_the_timeout_cause_no_election() -> Result<(), Error> {
-    let config = openraft::Config {
-        heartbeat_interval: 50,
-        election_timeout_min: 300,
-        election_timeout_max: 600,
-        ..quick()
-    };
-    let (nodes, leader_id) = three(config).await?;
+    let (nodes, leader_id) = three(timing()).await?;
     let leader = &nodes[leader_id as usize - 1];
     let term = leader.raft.metrics().borrow().current_term;
     // Longer than the lease plus the shortest election timeout (900 ms).
@@ -102,11 +107,6 @@ async fn follower_fsync_stalls_past_the_timeout_cause_no_election() -> Result<()
             }
         }
     }
-    for node in &nodes {
-        let m = node.raft.metrics().borrow().clone();
-        assert_eq!(m.current_term, term, "node {} saw an election", node.id);
-        assert_eq!(m.current_leader, Some(leader_id), "node {}", node.id);
-        node.stall.store(0, Ordering::SeqCst);
-    }
+    still_led(&nodes, leader_id, term);
     shutdown(nodes).await
 }
