@@ -66,6 +66,13 @@ fn attach(handle: &ServerHandle, owner: u64, acked: u64) -> Result<Client, Sessi
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let near = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
     let (far, _) = listener.accept().expect("accept");
+    far.set_nonblocking(true).expect("nonblocking");
+    // A socket of the server's runtime, as a link's stream is.
+    let far = {
+        let runtime = handle.admin().runtime().expect("the server runs");
+        let _entered = runtime.enter();
+        tokio::net::TcpStream::from_std(far).expect("registered")
+    };
     handle.admin().attach_session(
         far,
         &SessionAttach {

@@ -1,7 +1,7 @@
-//! Attaching a client session to the leader over its peer address: a follower
-//! that forwards a client connection opens a connection that starts with an
-//! attach request (in place of a peer's hello); the leader answers whether the
-//! session is attached, and from then on the connection carries the client's
+//! Attaching a client session to the leader: a follower that forwards a client
+//! connection opens a session on its link to the leader (`mux`) and writes an
+//! attach request on it first; the leader answers whether the session is
+//! attached, and from then on the session's stream carries the client's
 //! commands and the server's replies as plain beanstalkd protocol, served by the
 //! leader's engine as that session (`Admin::attach_session`).
 //!
@@ -15,19 +15,18 @@
 //! ```
 //!
 //! An attach whose `acked` is `u64::MAX` asks instead that the session end
-//! (its client hung up): its jobs come back at once; busy while a connection
-//! is still attached to it.
+//! (its client hung up): its jobs come back at once; busy while a stream is
+//! still attached to it.
 //!
 //! A request that names another node or another cluster is refused (frame 3),
-//! as a peer's hello would be.
-
-use std::time::Duration;
+//! as a peer's hello would be. (Each session once had a TCP connection of its
+//! own to the leader that opened with this request; the frames are the same.)
 
 use beanpole_engine::server::{Admin, SessionAttach, SessionRefused, END_SESSION};
 use beanpole_engine::store::session::AttachError;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use super::mux::MuxStream;
 use super::wire::{self, finish, start};
 use crate::codec::{CodecError, Reader};
 use crate::identity::{ClusterId, Identity};
@@ -144,47 +143,67 @@ pub fn read_attached(body: &[u8]) -> Option<Attached> {
     Some(a)
 }
 
-/// The leader's side: answer `body` (an attach frame) on `stream`, and on
-/// success hand the connection to the serving term's engine.
-pub async fn serve(
-    mut stream: TcpStream,
+/// What an attach request comes to before its connection is handed on: the
+/// frame to answer with, or the engine to attach the session to.
+enum Checked {
+    Answer(Vec<u8>),
+    Attach(Admin, SessionAttach),
+}
+
+fn check(
     body: &[u8],
     identity: &Identity,
     serving: Option<&watch::Receiver<Option<(u64, Admin)>>>,
-) -> std::io::Result<()> {
+) -> Checked {
     let Some(request) = read_attach(body) else {
-        return wire::write_frame(&mut stream, &wire::refused("not an attach of this version"))
-            .await;
+        return Checked::Answer(wire::refused("not an attach of this version"));
     };
     // A node's own forwarder attaches to it too once it leads.
     let me = identity.node();
     let cluster = identity.cluster();
     if request.to != me || cluster.is_unset() || request.cluster != cluster {
         let reason = format!("this is node {me} of another cluster or not the node asked");
-        return wire::write_frame(&mut stream, &wire::refused(&reason)).await;
+        return Checked::Answer(wire::refused(&reason));
     }
     let admin = serving.and_then(|s| s.borrow().as_ref().map(|(_, a)| a.clone()));
     let Some(admin) = admin else {
-        return wire::write_frame(&mut stream, &attached(Attached::NotServing)).await;
+        return Checked::Answer(attached(Attached::NotServing));
     };
     if request.session.acked == END_SESSION {
         let answer = match admin.end_session(request.session.owner) {
             Ok(()) => Attached::Yes,
             Err(_) => Attached::Busy,
         };
-        return wire::write_frame(&mut stream, &attached(answer)).await;
+        return Checked::Answer(attached(answer));
     }
-    // Attached, the engine sends the answer before any reply; otherwise it is
-    // written here, on a copy of the socket the engine did not keep.
-    let std = stream.into_std()?;
-    let answer =
-        match admin.attach_session(std.try_clone()?, &request.session, attached(Attached::Yes)) {
-            Ok(()) => return Ok(()),
-            Err(SessionRefused::Store(AttachError::Busy)) => Attached::Busy,
-            Err(SessionRefused::Store(AttachError::Lost { .. })) => Attached::Lost,
-            Err(_) => Attached::NotServing,
-        };
-    std.set_nonblocking(false)?;
-    std.set_write_timeout(Some(Duration::from_secs(2)))?;
-    std::io::Write::write_all(&mut &std, &attached(answer))
+    Checked::Attach(admin, request.session)
+}
+
+/// The answer to an attach the engine refused.
+fn refusal(why: &SessionRefused) -> Attached {
+    match why {
+        SessionRefused::Store(AttachError::Busy) => Attached::Busy,
+        SessionRefused::Store(AttachError::Lost { .. }) => Attached::Lost,
+        _ => Attached::NotServing,
+    }
+}
+
+/// The leader's side: answer `body` (an attach frame) on a session's stream
+/// over the follower's link (`mux`), and on success hand the stream to the
+/// serving term's engine, which writes the answer before any reply.
+pub async fn serve(
+    mut stream: MuxStream,
+    body: &[u8],
+    identity: &Identity,
+    serving: Option<&watch::Receiver<Option<(u64, Admin)>>>,
+) -> std::io::Result<()> {
+    let (admin, session) = match check(body, identity, serving) {
+        Checked::Answer(answer) => return wire::write_frame(&mut stream, &answer).await,
+        Checked::Attach(admin, session) => (admin, session),
+    };
+    let answer = match admin.attach_session(stream.clone(), &session, attached(Attached::Yes)) {
+        Ok(()) => return Ok(()),
+        Err(why) => refusal(&why),
+    };
+    wire::write_frame(&mut stream, &attached(answer)).await
 }

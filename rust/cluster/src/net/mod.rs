@@ -12,6 +12,7 @@ pub mod attach;
 pub mod client;
 pub mod handover;
 pub mod members;
+pub mod mux;
 pub mod server;
 pub mod status;
 pub mod wire;
@@ -59,6 +60,9 @@ pub struct NetConfig {
     /// Told what each refused vote request of this node's said, in place of
     /// openraft (`client.rs`, [`Refusal`]). None: openraft is told as it is.
     pub refusals: Option<std::sync::Arc<dyn Refusals>>,
+    /// The runtime that carries the links followers open for their sessions
+    /// (`mux`); None: the peer server's own.
+    pub links_on: Option<tokio::runtime::Handle>,
 }
 
 /// What a refused vote request of this node's said about the voter.
@@ -89,6 +93,7 @@ impl Default for NetConfig {
             serving: None,
             durable: None,
             refusals: None,
+            links_on: None,
         }
     }
 }

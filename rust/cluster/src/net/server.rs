@@ -79,7 +79,7 @@ impl Drop for Fenced<'_> {
 }
 use super::wire::{self, Hello};
 use super::NetConfig;
-use super::{attach, handover, members, status};
+use super::{handover, members, mux, status};
 use crate::identity::Identity;
 use crate::types::{LogId, NodeId, Raft};
 
@@ -223,8 +223,8 @@ async fn serve(
         };
         return wire::write_frame(&mut stream, &answer).await;
     }
-    if kind == attach::ATTACH {
-        return attach::serve(stream, &body, &identity, config.serving.as_ref()).await;
+    if kind == mux::LINK {
+        return mux::serve(stream, &body, identity, &config).await;
     }
     if kind == status::STATUS_ASK && status::is_ask(&body) {
         let metrics = raft.metrics().borrow().clone();

@@ -18,6 +18,8 @@
 //!   13, 14       a leader's request that a follower campaign, and its answer
 //!                (`handover.rs`), on a peer connection after the hello
 //!   15, 16       a client session's attach and its answer (`attach.rs`), likewise
+//!   17 link      a hello's body: the connection then carries many sessions
+//!                (`mux`), answered welcome or refused
 //! ```
 //!
 //! A connection opens with hello and its answer (welcome or refused), then
@@ -101,7 +103,12 @@ pub struct Hello {
 }
 
 pub fn hello(h: &Hello) -> Vec<u8> {
-    let mut out = start(HELLO);
+    hello_as(HELLO, h)
+}
+
+/// A hello's body under frame kind `kind` (a link's opening, `mux`).
+pub fn hello_as(kind: u8, h: &Hello) -> Vec<u8> {
+    let mut out = start(kind);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&h.from.to_le_bytes());

@@ -44,6 +44,7 @@ use tokio::task::JoinHandle;
 
 use super::track::{CommandFramer, FramedCommand, Outbox, ReplyFramer, Session};
 use crate::identity::Identity;
+use crate::net::mux::{Links, MuxStream};
 use crate::net::{attach, wire};
 use crate::types::{NodeId, Raft};
 
@@ -85,6 +86,9 @@ pub struct Forwarding {
     /// relaying a hundred clients' commands never queues ahead of an append
     /// request on Raft's one thread, nor the other way round.
     pub runtime: tokio::runtime::Handle,
+    /// The links to the leaders the sessions go to, one per node, shared by
+    /// every forwarded connection (`net::mux`).
+    pub links: Links,
 }
 
 /// The forwarded connections running, for the node's stop to wait until they
@@ -270,7 +274,7 @@ async fn carry_on(
                 return;
             }
         };
-        let (mut lr, mut lw) = link.into_split();
+        let (mut lr, mut lw) = (link.clone(), link);
         state.unfinished_sent = 0;
         if start_link(&mut lw, &framer, &mut session, &mut outbox, &mut state)
             .await
@@ -325,7 +329,7 @@ async fn carry_on(
 /// one at a time, that is the next held command (or the input the client left
 /// after the last), followed by the end of input.
 async fn start_link(
-    lw: &mut OwnedWriteHalf,
+    lw: &mut MuxStream,
     framer: &CommandFramer,
     session: &mut Session,
     outbox: &mut Outbox,
@@ -364,8 +368,8 @@ async fn start_link(
 async fn pump(
     cr: &mut OwnedReadHalf,
     cw: &mut OwnedWriteHalf,
-    lr: &mut OwnedReadHalf,
-    lw: &mut OwnedWriteHalf,
+    lr: &mut MuxStream,
+    lw: &mut MuxStream,
     framer: &mut CommandFramer,
     session: &mut Session,
     outbox: &mut Outbox,
@@ -491,7 +495,7 @@ fn unfinished(framer: &CommandFramer, eof: bool) -> (&[u8], u64) {
 
 /// Send what [`unfinished`] gives that this link has not had yet.
 async fn send_unfinished(
-    lw: &mut OwnedWriteHalf,
+    lw: &mut MuxStream,
     framer: &CommandFramer,
     state: &mut ClientState,
 ) -> std::io::Result<()> {
@@ -509,7 +513,7 @@ async fn send_unfinished(
 /// Send commands the client completed: the first may have been begun on this
 /// link already (see [`send_unfinished`]).
 async fn send_new(
-    lw: &mut OwnedWriteHalf,
+    lw: &mut MuxStream,
     cmds: &[FramedCommand],
     state: &mut ClientState,
 ) -> std::io::Result<()> {
@@ -543,11 +547,7 @@ fn quit() -> FramedCommand {
 /// Send commands as the server reads them: each one's bytes, and for an
 /// oversized put as many filler bytes as the server throws away; the first
 /// `skip` of those bytes were sent before.
-async fn send_all(
-    lw: &mut OwnedWriteHalf,
-    cmds: &[FramedCommand],
-    skip: u64,
-) -> std::io::Result<()> {
+async fn send_all(lw: &mut MuxStream, cmds: &[FramedCommand], skip: u64) -> std::io::Result<()> {
     let mut out = Vec::new();
     let mut skip = skip;
     for c in cmds {
@@ -564,7 +564,7 @@ async fn send_all(
 /// thrown-away bytes, from offset `from` on; written out whenever `out` passes
 /// 1 MiB.
 async fn extend_wire(
-    lw: &mut OwnedWriteHalf,
+    lw: &mut MuxStream,
     out: &mut Vec<u8>,
     bytes: &[u8],
     filler: u64,
@@ -605,7 +605,7 @@ async fn attach_anywhere(
     owner: u64,
     acked: u64,
     session: &Session,
-) -> Option<TcpStream> {
+) -> Option<MuxStream> {
     let deadline = Instant::now() + REATTACH;
     let request = SessionAttach {
         owner,
@@ -648,7 +648,7 @@ async fn attach_anywhere(
 
 /// What one attach request came to.
 enum Try {
-    Attached(TcpStream),
+    Attached(MuxStream),
     /// Not now (no answer, not the leader, attached elsewhere still).
     Again,
     /// The session cannot be carried on.
@@ -664,8 +664,9 @@ async fn attach_once(ctx: &Forwarding, leader: NodeId, addr: &str, request: &Ses
         session: request.clone(),
     });
     let work = async {
-        let mut link = TcpStream::connect(addr).await.ok()?;
-        let _ = link.set_nodelay(true);
+        let me = ctx.identity.node();
+        let cluster = ctx.identity.cluster();
+        let mut link = ctx.links.open(me, cluster, leader, addr).await.ok()?;
         link.write_all(&frame).await.ok()?;
         // Exactly one frame: the replies that follow it stay in the socket.
         let (kind, body) = wire::read_frame(&mut link, 64).await.ok()?;

@@ -154,6 +154,7 @@ pub async fn run(leading: Leading) {
         stop: stopped,
         live: forward::Live::default(),
         runtime: leading.forward_on.clone(),
+        links: Default::default(),
     });
     let carrier = Carrier(Arc::new(NodeCarrier {
         forwarding: Arc::clone(&forwarding),

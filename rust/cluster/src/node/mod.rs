@@ -379,6 +379,9 @@ impl Node {
                 tokio::net::TcpListener::from_std(peer_listener).map_err(NodeError::Runtime)?;
             let net = NetConfig {
                 serving: Some(serving.clone()),
+                // The leader's side of its followers' links: on the forwarding
+                // thread, which has no forwarded clients while it leads.
+                links_on: Some(forward_runtime.handle().clone()),
                 ..net
             };
             let peer = PeerServer::start_with(

@@ -202,8 +202,8 @@ fn spawn_conn<S: conn::Socket>(sock: S, shared: &Arc<Shared>) {
 }
 
 /// A session a cluster follower forwards, registered in the store as `id`.
-pub(super) fn spawn_session(
-    stream: tokio::net::TcpStream,
+pub(super) fn spawn_session<S: conn::Socket>(
+    stream: S,
     shared: Arc<Shared>,
     signal: Arc<super::signal::ConnSignal>,
     id: crate::store::ConnId,

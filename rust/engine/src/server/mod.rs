@@ -36,6 +36,7 @@ pub use self::carry::{CarriedSession, Carrier, SessionCarrier};
 pub use self::conn::FAULT_PANIC;
 pub use self::error::ServerError;
 pub use self::handle::{Control, Done, ServerConfig, ServerHandle};
+pub use self::input::Socket;
 pub use self::listener::{BoundAddr, ListenAddr, Listener};
 pub use self::session::{SessionAttach, SessionRefused, END_SESSION};
 pub use self::tls::{TlsError, TlsFiles, HANDSHAKE_TIMEOUT};

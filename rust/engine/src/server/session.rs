@@ -1,6 +1,6 @@
 //! Sessions a cluster follower forwards: the leader's side of attaching one.
 //!
-//! The follower hands the leader a TCP connection for one of its clients,
+//! The follower hands the leader a stream for one of its clients,
 //! naming the session (its owner key), how many of its commands it already
 //! has replies for, and the tube it uses and those it watches. The store
 //! attaches the session (`store/session.rs`); the connection is then served as
@@ -13,6 +13,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use super::conn::SessionConn;
+use super::input::Socket;
 use super::signal::ConnSignal;
 use super::{listener, Admin};
 use crate::store::session::AttachError;
@@ -47,6 +48,12 @@ pub enum SessionRefused {
 pub const END_SESSION: u64 = u64::MAX;
 
 impl Admin {
+    /// The runtime the server's connections run on (None once it stops): for
+    /// a transport that hands it many sessions to run its own work beside them.
+    pub fn runtime(&self) -> Option<tokio::runtime::Handle> {
+        self.shared().runtime.clone()
+    }
+
     /// End session `owner` as a client's hang-up ends a connection: its jobs
     /// come back at once. Refused while a connection is attached to it.
     pub fn end_session(&self, owner: u64) -> Result<(), SessionRefused> {
@@ -67,12 +74,13 @@ impl Admin {
         Ok(())
     }
 
-    /// Serve `stream` as session `attach.owner`, attached with the follower's
-    /// view of it: `greeting` is written first, then the connection carries the
-    /// client's commands and their replies as a client's would.
-    pub fn attach_session(
+    /// Serve `sock` as session `attach.owner`, attached with the follower's
+    /// view of it: `greeting` is written first, then the stream carries the
+    /// client's commands and their replies as a client's connection would (a
+    /// session's stream on the follower's link to the leader).
+    pub fn attach_session<S: Socket>(
         &self,
-        stream: std::net::TcpStream,
+        sock: S,
         attach: &SessionAttach,
         greeting: Vec<u8>,
     ) -> Result<(), SessionRefused> {
@@ -83,8 +91,6 @@ impl Admin {
         if shared.stopping() {
             return Err(SessionRefused::Stopping);
         }
-        stream.set_nonblocking(true)?;
-        let _ = stream.set_nodelay(true);
         let signal = Arc::new(ConnSignal::default());
         let watch: Vec<&[u8]> = attach.watch.iter().map(Vec::as_slice).collect();
         let (id, replay_to) = {
@@ -98,15 +104,8 @@ impl Admin {
             )?
         };
         let _entered = runtime.enter();
-        let stream = match tokio::net::TcpStream::from_std(stream) {
-            Ok(s) => s,
-            Err(e) => {
-                shared.lock().detach_session(id, shared.now());
-                return Err(e.into());
-            }
-        };
         let session = Box::new(SessionConn::new(attach.acked, replay_to));
-        listener::spawn_session(stream, Arc::clone(shared), signal, id, session, greeting);
+        listener::spawn_session(sock, Arc::clone(shared), signal, id, session, greeting);
         Ok(())
     }
 }
