@@ -24,6 +24,9 @@ use crate::codec::{self, CodecError, Reader};
 use crate::types::{NodeId, Raft};
 
 pub const CAMPAIGN: u8 = 13;
+/// How long a node asked to stand at once waits for its new term to show
+/// before it answers.
+const STANDING: Duration = Duration::from_millis(200);
 pub const CAMPAIGNED: u8 = 14;
 
 /// What a leader asks of its successor.
@@ -119,10 +122,16 @@ pub async fn act(raft: &Raft, from: NodeId, ask: Campaign) -> Vec<u8> {
     }
     let me = raft.metrics().borrow().id;
     if ask.delay.is_zero() {
-        return match raft.trigger().elect().await {
-            Ok(()) => campaigned(true, &format!("node {me} stands for election")),
-            Err(e) => campaigned(false, &format!("node {me} cannot stand: {e}")),
-        };
+        if let Err(e) = raft.trigger().elect().await {
+            return campaigned(false, &format!("node {me} cannot stand: {e}"));
+        }
+        // Answered once it stands (openraft takes the request on its own
+        // thread): a leader that has others stand before its successor asks
+        // the successor only when their votes for it are laid down.
+        let mut metrics = raft.metrics();
+        let standing = metrics.wait_for(|m| m.current_term > ask.term);
+        let _ = tokio::time::timeout(STANDING, standing).await;
+        return campaigned(true, &format!("node {me} stands for election"));
     }
     let raft = raft.clone();
     tokio::spawn(async move {

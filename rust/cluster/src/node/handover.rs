@@ -16,10 +16,15 @@
 //! get their commits and replies, bounded), so it serves no read after this,
 //! before it can grant a vote; picks the voter whose log matches its own
 //! furthest and waits until it holds the whole log; asks it to campaign
-//! (`net/handover.rs`); and waits until a new leader is known. With more than three voters the other followers refuse until their
-//! lease after the leader's last heartbeat has run out: the leader stops its
-//! heartbeats and the successor campaigns just after that (a lease, 500 ms by
-//! default, rather than a lease and an election timeout).
+//! (`net/handover.rs`); and waits until a new leader is known. With more than
+//! three voters the other followers refuse while the lease of their vote for
+//! this node runs; a follower that stands for election itself lays that vote
+//! down, and then grants a candidate of the same term with a higher node id
+//! (openraft orders a term's votes by node id). So the leader first has enough
+//! followers with ids below the successor's stand (each answers once it
+//! stands), then the successor: its vote, theirs and the old leader's are a
+//! majority. Without enough of them, the leader stops its heartbeats and the
+//! successor campaigns once the lease has run out (500 ms by default).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -194,37 +199,43 @@ impl Handover {
                 Err(_) => return Err("no other voter caught up in time".into()),
             }
         };
-        // 4. Ask them in turn to campaign. With more than three voters the
-        //    others refuse until a lease after the last heartbeat: stop them,
-        //    and have the successor campaign once that has passed.
-        let delay = if voters > 3 {
-            self.raft.runtime_config().heartbeat(false);
-            self.lease + QUIET_MARGIN
-        } else {
-            Duration::ZERO
-        };
+        // 4. With more than three voters the other followers refuse while the
+        //    lease of their vote for this node runs. A follower that stands
+        //    itself has no such vote, and grants a candidate of the same term
+        //    whose node id is higher: have enough of them stand first (a
+        //    majority with the successor and this node), then the successor,
+        //    the caught-up voter with the highest id. Without enough of them,
+        //    stop the heartbeats and have the successor campaign once the
+        //    lease has passed.
+        let mut ready: Vec<NodeId> = ready.into_iter().map(|(_, n)| n).collect();
+        let mut delay = Duration::ZERO;
+        if voters > 3 {
+            ready.sort_unstable_by(|a, b| b.cmp(a));
+            let helped = match ready.first() {
+                Some(&successor) => self.stand_first(successor, term, voters, deadline).await,
+                None => false,
+            };
+            if !helped {
+                self.raft.runtime_config().heartbeat(false);
+                delay = self.lease + QUIET_MARGIN;
+            }
+        }
         let asked_at = Instant::now();
         let mut refusals = Vec::new();
         let mut accepted = false;
-        for (_, node) in ready {
-            let peer = {
-                let m = self.raft.metrics().borrow().clone();
-                m.membership_config.membership().get_node(&node).cloned()
-            };
-            let Some(peer) = peer else { continue };
+        for node in ready {
             let ask = Campaign {
                 term,
                 last_log: last,
                 delay: delay.saturating_sub(asked_at.elapsed()),
             };
-            let ttl = ASK.min(deadline.saturating_duration_since(Instant::now()));
-            match wire::ask(&self.network.link(node, &peer), &ask, ttl).await {
+            match self.ask(node, &ask, deadline).await {
                 Ok((true, _)) => {
                     accepted = true;
                     break;
                 }
                 Ok((false, why)) => refusals.push(why),
-                Err(e) => refusals.push(e.to_string()),
+                Err(e) => refusals.push(e),
             }
         }
         if !accepted {
@@ -241,6 +252,67 @@ impl Handover {
                 Err(_) => return Err("no new leader was elected in time".into()),
             }
         }
+    }
+
+    /// Ask node `node` to campaign as `ask` says; its answer.
+    async fn ask(
+        &self,
+        node: NodeId,
+        ask: &Campaign,
+        deadline: Instant,
+    ) -> Result<(bool, String), String> {
+        let peer = {
+            let m = self.raft.metrics().borrow().clone();
+            m.membership_config.membership().get_node(&node).cloned()
+        };
+        let Some(peer) = peer else {
+            return Err(format!("node {node} is not a member"));
+        };
+        let ttl = ASK.min(deadline.saturating_duration_since(Instant::now()));
+        wire::ask(&self.network.link(node, &peer), ask, ttl)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Have as many voters with ids below `successor`'s stand as the
+    /// successor needs beside its own vote and this node's; whether enough
+    /// did (each answers once it stands in a later term than `term`).
+    async fn stand_first(
+        &self,
+        successor: NodeId,
+        term: u64,
+        voters: usize,
+        deadline: Instant,
+    ) -> bool {
+        let needed = (voters / 2 + 1).saturating_sub(2);
+        let lower: Vec<NodeId> = {
+            let m = self.raft.metrics().borrow().clone();
+            let mut v: Vec<NodeId> = m
+                .membership_config
+                .membership()
+                .voter_ids()
+                .filter(|&v| v != self.id && v < successor)
+                .collect();
+            v.sort_unstable_by(|a, b| b.cmp(a));
+            v
+        };
+        let mut stood = 0;
+        for node in lower {
+            if stood == needed {
+                break;
+            }
+            // Its log need not be whole: it stands only to lay its lease
+            // down, and grants the successor, whose log is.
+            let ask = Campaign {
+                term,
+                last_log: 0,
+                delay: Duration::ZERO,
+            };
+            if let Ok((true, _)) = self.ask(node, &ask, deadline).await {
+                stood += 1;
+            }
+        }
+        stood >= needed
     }
 
     /// The leader after `term` and its term, once this node knows one.
