@@ -3,7 +3,8 @@
 //! up-to-date follower is elected in the next term, every put the old leader
 //! acknowledged (those in flight during the hand-over too) is on the new one,
 //! and the old leader's clients go on with the new one (a reserve that waited
-//! on the old leader is answered by the new). A campaign request that does not
+//! on the old leader is answered by the new). With five nodes the hand-over
+//! does not wait for the followers' lease. A campaign request that does not
 //! come from the leader a node follows, or that asks a node which is behind or
 //! not a voter, is refused and changes nothing.
 
@@ -51,6 +52,19 @@ fn start(file: &ClusterFile, id: u64, dir: &std::path::Path) -> Result<Node, Err
     config.commit_timeout = Duration::from_secs(3);
     config.net.admin_token = Some(TOKEN.to_owned());
     Ok(Node::start(config)?)
+}
+
+/// `n` nodes of one cluster started, each on a directory of its own (kept
+/// as long as the first of the pair).
+fn cluster(n: usize) -> Result<(Vec<tempfile::TempDir>, Vec<Node>), Error> {
+    let file = cluster_file(&ports(n)?, n)?;
+    let dirs: Vec<tempfile::TempDir> = (0..n)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    let nodes: Vec<Node> = (0..n)
+        .map(|i| start(&file, i as u64 + 1, dirs[i].path()))
+        .collect::<Result<_, _>>()?;
+    Ok((dirs, nodes))
 }
 
 /// The index of the node that serves clients, once one does (at most 15 s).
@@ -139,14 +153,7 @@ fn putter(
 
 #[test]
 fn a_stopping_leader_hands_over_and_no_acknowledged_put_is_lost() -> Result<(), Error> {
-    let ports = ports(3)?;
-    let file = cluster_file(&ports, 3)?;
-    let dirs: Vec<tempfile::TempDir> = (0..3)
-        .map(|_| tempfile::tempdir())
-        .collect::<Result<_, _>>()?;
-    let nodes: Vec<Node> = (0..3)
-        .map(|i| start(&file, i as u64 + 1, dirs[i].path()))
-        .collect::<Result<_, _>>()?;
+    let (_dirs, nodes) = cluster(3)?;
     let first = serving(&nodes)?;
     let old = &nodes[first];
     let term = old.status().term;
@@ -246,14 +253,7 @@ fn a_stopping_leader_hands_over_and_no_acknowledged_put_is_lost() -> Result<(), 
 /// lease (500 ms) and a margin, which the other way waits by construction.
 #[test]
 fn five_voters_hand_over_without_waiting_for_the_followers_lease() -> Result<(), Error> {
-    let ports = ports(5)?;
-    let file = cluster_file(&ports, 5)?;
-    let dirs: Vec<tempfile::TempDir> = (0..5)
-        .map(|_| tempfile::tempdir())
-        .collect::<Result<_, _>>()?;
-    let nodes: Vec<Node> = (0..5)
-        .map(|i| start(&file, i as u64 + 1, dirs[i].path()))
-        .collect::<Result<_, _>>()?;
+    let (_dirs, nodes) = cluster(5)?;
     let first = serving(&nodes)?;
     let old = &nodes[first];
     let term = old.status().term;

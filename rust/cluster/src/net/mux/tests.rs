@@ -54,6 +54,18 @@ async fn read_all(s: &mut MuxStream) -> Vec<u8> {
     out
 }
 
+/// Whether writing `bytes` again and again is refused within a thousand
+/// tries (the peer's close or the break is on its way meanwhile).
+async fn refused_soon(s: &mut MuxStream, bytes: &[u8]) -> bool {
+    for _ in 0..1000 {
+        if s.write_all(bytes).await.is_err() {
+            return true;
+        }
+        tokio::task::yield_now().await;
+    }
+    false
+}
+
 #[tokio::test]
 async fn sessions_carry_their_own_bytes_in_order_both_ways() {
     let mut p = pair().await;
@@ -113,15 +125,10 @@ async fn a_closed_session_reads_its_end_and_refuses_writes() {
     drop(theirs);
     assert_eq!(read_all(&mut mine).await, b"");
     // Written until the close arrives, then refused; never a hang.
-    let mut refused = false;
-    for _ in 0..1000 {
-        if mine.write_all(b"use t\r\n").await.is_err() {
-            refused = true;
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    assert!(refused, "writes to a closed session kept succeeding");
+    assert!(
+        refused_soon(&mut mine, b"use t\r\n").await,
+        "writes to a closed session kept succeeding"
+    );
     // The other session on the link goes on.
     let mut other_mine = other_mine;
     other_mine.write_all(b"stats\r\n").await.expect("write");
@@ -169,15 +176,10 @@ async fn a_broken_link_ends_every_session_on_it() {
     p.leader_task.abort();
     assert_eq!(read_all(&mut a).await, b"");
     assert_eq!(read_all(&mut b).await, b"");
-    let mut refused = false;
-    for _ in 0..1000 {
-        if a.write_all(b"put 0 0 1 1\r\nx\r\n").await.is_err() {
-            refused = true;
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    assert!(refused, "writes to a broken link kept succeeding");
+    assert!(
+        refused_soon(&mut a, b"put 0 0 1 1\r\nx\r\n").await,
+        "writes to a broken link kept succeeding"
+    );
     assert!(p.follower.is_broken());
     assert!(
         p.follower.open().is_none(),
