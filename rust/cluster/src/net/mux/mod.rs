@@ -242,7 +242,10 @@ async fn read_loop(
                 break;
             }
             buf.advance(HEADER);
-            let payload = buf.split_to(len).freeze();
+            // A copy of its own: a slice of the read buffer would keep the
+            // whole buffer alive for as long as the session leaves it unread.
+            let payload = Bytes::copy_from_slice(&buf[..len]);
+            buf.advance(len);
             dispatch(link, id, kind, payload, accept)?;
         }
         if buf.capacity() - buf.len() < MAX_DATA {
