@@ -24,10 +24,11 @@ use crate::codec::{self, CodecError, Reader};
 use crate::types::{NodeId, Raft};
 
 pub const CAMPAIGN: u8 = 13;
+pub const CAMPAIGNED: u8 = 14;
+
 /// How long a node asked to stand at once waits for its new term to show
 /// before it answers.
 const STANDING: Duration = Duration::from_millis(200);
-pub const CAMPAIGNED: u8 = 14;
 
 /// What a leader asks of its successor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,8 +131,10 @@ pub async fn act(raft: &Raft, from: NodeId, ask: Campaign) -> Vec<u8> {
         // the successor only when their votes for it are laid down.
         let mut metrics = raft.metrics();
         let standing = metrics.wait_for(|m| m.current_term > ask.term);
-        let _ = tokio::time::timeout(STANDING, standing).await;
-        return campaigned(true, &format!("node {me} stands for election"));
+        return match tokio::time::timeout(STANDING, standing).await {
+            Ok(Ok(_)) => campaigned(true, &format!("node {me} stands for election")),
+            _ => campaigned(false, &format!("node {me} did not stand in time")),
+        };
     }
     let raft = raft.clone();
     tokio::spawn(async move {

@@ -5,7 +5,7 @@
 //!
 //! Per client connection the follower draws a session key, frames the client's
 //! commands and the leader's replies exactly as the server does (`track`),
-//! attaches the session to the leader over the leader's peer address
+//! attaches the session to the leader over its link to the leader's peer address
 //! (`net::attach`) and passes the bytes both ways. When the link to the
 //! leader breaks (the leader died, or lost its majority and gave up on a
 //! commit), it attaches the session to whichever node leads next, saying how
@@ -502,9 +502,7 @@ async fn send_unfinished(
     let (bytes, filler) = unfinished(framer, state.eof);
     let total = bytes.len() as u64 + filler;
     if total > state.unfinished_sent {
-        let mut out = Vec::new();
-        extend_wire(lw, &mut out, bytes, filler, state.unfinished_sent).await?;
-        lw.write_all(&out).await?;
+        write_wire(lw, bytes, filler, state.unfinished_sent).await?;
         state.unfinished_sent = total;
     }
     Ok(())
@@ -548,39 +546,35 @@ fn quit() -> FramedCommand {
 /// oversized put as many filler bytes as the server throws away; the first
 /// `skip` of those bytes were sent before.
 async fn send_all(lw: &mut MuxStream, cmds: &[FramedCommand], skip: u64) -> std::io::Result<()> {
-    let mut out = Vec::new();
     let mut skip = skip;
     for c in cmds {
-        extend_wire(lw, &mut out, &c.bytes, c.discard, skip).await?;
+        write_wire(lw, &c.bytes, c.discard, skip).await?;
         skip = 0;
-    }
-    if !out.is_empty() {
-        lw.write_all(&out).await?;
     }
     Ok(())
 }
 
-/// Add to `out` the bytes the server reads for `bytes` followed by `filler`
-/// thrown-away bytes, from offset `from` on; written out whenever `out` passes
-/// 1 MiB.
-async fn extend_wire(
+/// What an oversized put's thrown-away bytes are sent as.
+static FILLER: [u8; 64 << 10] = [b'x'; 64 << 10];
+
+/// Write the bytes the server reads for `bytes` followed by `filler`
+/// thrown-away bytes, from offset `from` on. Each write goes straight into
+/// the link's queue (one frame), so nothing is gathered first.
+async fn write_wire(
     lw: &mut MuxStream,
-    out: &mut Vec<u8>,
     bytes: &[u8],
     filler: u64,
     from: u64,
 ) -> std::io::Result<()> {
     let start = usize::try_from(from).map_or(bytes.len(), |f| f.min(bytes.len()));
-    out.extend_from_slice(&bytes[start..]);
+    if start < bytes.len() {
+        lw.write_all(&bytes[start..]).await?;
+    }
     let mut left = (bytes.len() as u64 + filler).saturating_sub(from.max(bytes.len() as u64));
     while left > 0 {
-        let n = left.min(64 << 10) as usize;
-        out.resize(out.len() + n, b'x');
+        let n = left.min(FILLER.len() as u64) as usize;
+        lw.write_all(&FILLER[..n]).await?;
         left -= n as u64;
-        if out.len() >= 1 << 20 {
-            lw.write_all(out).await?;
-            out.clear();
-        }
     }
     Ok(())
 }
@@ -668,7 +662,7 @@ async fn attach_once(ctx: &Forwarding, leader: NodeId, addr: &str, request: &Ses
         let cluster = ctx.identity.cluster();
         let mut link = ctx.links.open(me, cluster, leader, addr).await.ok()?;
         link.write_all(&frame).await.ok()?;
-        // Exactly one frame: the replies that follow it stay in the socket.
+        // Exactly one frame: the replies that follow it stay in the stream.
         let (kind, body) = wire::read_frame(&mut link, 64).await.ok()?;
         Some((link, kind, body))
     };

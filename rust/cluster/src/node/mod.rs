@@ -379,8 +379,10 @@ impl Node {
                 tokio::net::TcpListener::from_std(peer_listener).map_err(NodeError::Runtime)?;
             let net = NetConfig {
                 serving: Some(serving.clone()),
-                // The leader's side of its followers' links: on the forwarding
-                // thread, which has no forwarded clients while it leads.
+                // The leader's side of a follower's link dialed before this
+                // node serves (else it runs on the term server's runtime):
+                // the forwarding thread, with no forwarded clients while it
+                // leads.
                 links_on: Some(forward_runtime.handle().clone()),
                 ..net
             };

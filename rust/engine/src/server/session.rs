@@ -7,7 +7,6 @@
 //! any other, except that resent commands are answered from their first run and
 //! each reply is recorded with the changes it answers (`conn.rs`).
 
-use std::io;
 use std::sync::Arc;
 
 use thiserror::Error;
@@ -38,8 +37,6 @@ pub enum SessionRefused {
     Store(#[from] AttachError),
     #[error("the server is stopping")]
     Stopping,
-    #[error("the connection cannot be served: {0}")]
-    Io(#[from] io::Error),
 }
 
 /// The `acked` of an attach that asks for the session's end instead (its
