@@ -10,6 +10,7 @@
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyerror::AnyError;
@@ -32,8 +33,6 @@ pub struct State {
     /// The replicated clock: the highest `at` of any applied entry (wall ns).
     /// A new leader's store starts its time at no less than this.
     pub clock: i64,
-    /// The current snapshot: its metadata and image.
-    snapshot: Option<(SnapshotMeta, Vec<u8>)>,
     /// Snapshots built, to make each one's id unique.
     built: u64,
 }
@@ -44,6 +43,15 @@ pub struct State {
 #[derive(Debug, Clone, Default)]
 pub struct StateView {
     state: Arc<Mutex<State>>,
+    /// The current snapshot's image bytes, readable without the lock (which a
+    /// snapshot being built holds while it writes the image).
+    image_bytes: Arc<AtomicU64>,
+    /// The last log id of the snapshot file on disk (the current snapshot:
+    /// its image is in its file only, read back for the rare follower that
+    /// needs it, not kept in memory beside the state). An async mutex: held
+    /// across the file's write, so a snapshot built from an older state never
+    /// replaces a newer one saved meanwhile (an installed one).
+    saved: Arc<tokio::sync::Mutex<Option<LogId>>>,
 }
 
 impl StateView {
@@ -51,6 +59,17 @@ impl StateView {
     pub fn lock(&self) -> MutexGuard<'_, State> {
         // Apply leaves the state whole between records: go on after a panic.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Snapshots built since the machine was opened.
+    pub fn snapshots_built(&self) -> u64 {
+        self.lock().built
+    }
+
+    /// The size of the current snapshot's image (0: none yet): what the next
+    /// one will about cost to build.
+    pub fn image_bytes(&self) -> u64 {
+        self.image_bytes.load(Ordering::Relaxed)
     }
 }
 
@@ -70,17 +89,22 @@ impl StateMachine {
             source,
         })?;
         let mut state = State::default();
+        let mut image_bytes = 0;
+        let mut saved = None;
         if let Some((meta, image)) = snapshot::load(dir)? {
             let (replica, clock) = Replica::read_image(&image)?;
             state.replica = replica;
             state.clock = clock;
             state.applied = meta.last_log_id;
             state.membership = meta.last_membership.clone();
-            state.snapshot = Some((meta, image));
+            saved = meta.last_log_id;
+            image_bytes = image.len() as u64;
         }
         Ok(StateMachine {
             view: StateView {
                 state: Arc::new(Mutex::new(state)),
+                image_bytes: Arc::new(AtomicU64::new(image_bytes)),
+                saved: Arc::new(tokio::sync::Mutex::new(saved)),
             },
             dir: dir.to_path_buf(),
         })
@@ -99,13 +123,34 @@ pub struct SnapshotBuilder {
     dir: PathBuf,
 }
 
-/// Write the snapshot file off the runtime's threads.
-async fn save_file(dir: PathBuf, meta: &SnapshotMeta, image: &[u8]) -> Result<(), StorageError> {
-    let bytes = snapshot::encode(meta, image);
+/// Write the snapshot file off the runtime's threads, unless the file on disk
+/// is of a later state already; then record it as the current snapshot.
+/// Gives the image back.
+async fn save_file(
+    view: &StateView,
+    dir: PathBuf,
+    meta: &SnapshotMeta,
+    image: Vec<u8>,
+) -> Result<Vec<u8>, StorageError> {
+    let mut saved = view.saved.lock().await;
+    if saved.is_some() && *saved > meta.last_log_id {
+        return Ok(image);
+    }
+    let head = snapshot::head(meta, &image);
     let signature = Some(meta.signature());
-    let error = match tokio::task::spawn_blocking(move || snapshot::save(&dir, &bytes)).await {
-        Ok(Ok(())) => return Ok(()),
-        Ok(Err(e)) => AnyError::new(&e),
+    let written = tokio::task::spawn_blocking(move || {
+        let outcome = snapshot::save(&dir, &head, &image);
+        (outcome, image)
+    })
+    .await;
+    let error = match written {
+        Ok((Ok(()), image)) => {
+            *saved = meta.last_log_id;
+            view.image_bytes
+                .store(image.len() as u64, Ordering::Relaxed);
+            return Ok(image);
+        }
+        Ok((Err(e), _)) => AnyError::new(&e),
         Err(e) => AnyError::new(&e),
     };
     Err(StorageIOError::write_snapshot(signature, error).into())
@@ -129,17 +174,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             };
             (meta, image)
         };
-        save_file(self.dir.clone(), &meta, &image).await?;
-        {
-            let mut state = self.view.lock();
-            let newer = match &state.snapshot {
-                Some((current, _)) => current.last_log_id <= meta.last_log_id,
-                None => true,
-            };
-            if newer {
-                state.snapshot = Some((meta.clone(), image.clone()));
-            }
-        }
+        let image = save_file(&self.view, self.dir.clone(), &meta, image).await?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(image)),
@@ -204,21 +239,28 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let signature = Some(meta.signature());
         let (replica, clock) = Replica::read_image(&image)
             .map_err(|e| StorageIOError::read_snapshot(signature, AnyError::new(&e)))?;
-        save_file(self.dir.clone(), meta, &image).await?;
+        save_file(&self.view, self.dir.clone(), meta, image).await?;
         let mut state = self.view.lock();
         state.replica = replica;
         state.clock = state.clock.max(clock);
         state.applied = meta.last_log_id;
         state.membership = meta.last_membership.clone();
-        state.snapshot = Some((meta.clone(), image));
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        let state = self.view.lock();
-        Ok(state.snapshot.as_ref().map(|(meta, image)| Snapshot {
-            meta: meta.clone(),
-            snapshot: Box::new(Cursor::new(image.clone())),
+        // Read back from its file, whole and checked; under the lock saves
+        // take, so it is the one last saved (which may be newer than the one
+        // the state recorded a moment ago: each file is consistent in itself).
+        let _saved = self.view.saved.lock().await;
+        let dir = self.dir.clone();
+        let loaded = tokio::task::spawn_blocking(move || snapshot::load(&dir))
+            .await
+            .map_err(|e| StorageIOError::read_snapshot(None, AnyError::new(&e)))?
+            .map_err(|e| StorageIOError::read_snapshot(None, AnyError::new(&e)))?;
+        Ok(loaded.map(|(meta, image)| Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(image)),
         }))
     }
 }

@@ -41,17 +41,24 @@ pub enum SnapshotError {
     Image(#[from] beanpole_engine::wal::replica::ReplicaError),
 }
 
-/// The file's bytes for `meta` and `image`.
-pub fn encode(meta: &SnapshotMeta, image: &[u8]) -> Vec<u8> {
+/// The head of the file for `meta` and `image`: magic, version, lengths,
+/// checksum and metadata; the image follows it.
+pub fn head(meta: &SnapshotMeta, image: &[u8]) -> Vec<u8> {
     let mut meta_bytes = Vec::new();
     codec::put_snapshot_meta(&mut meta_bytes, meta);
     let crc = crc32c::crc32c_append(crc32c::crc32c(&meta_bytes), image);
-    let mut out = Vec::with_capacity(HEAD_LEN + meta_bytes.len() + image.len());
+    let mut out = Vec::with_capacity(HEAD_LEN + meta_bytes.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&(meta_bytes.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&meta_bytes);
+    out
+}
+
+/// The file's bytes for `meta` and `image`.
+pub fn encode(meta: &SnapshotMeta, image: &[u8]) -> Vec<u8> {
+    let mut out = head(meta, image);
     out.extend_from_slice(image);
     out
 }
@@ -85,22 +92,26 @@ pub fn decode<'a>(path: &Path, bytes: &'a [u8]) -> Result<(SnapshotMeta, &'a [u8
     Ok((meta, image))
 }
 
-/// Replace the snapshot file in `dir` with `bytes`, durably: written aside,
-/// synced, renamed over, the directory synced.
-pub fn save(dir: &Path, bytes: &[u8]) -> Result<(), SnapshotError> {
+/// Replace the snapshot file in `dir` with `head` and `image` (as
+/// [`head`] makes it), durably: written aside, synced, renamed over, the
+/// directory synced. The image is written from where it is, not copied.
+pub fn save(dir: &Path, head: &[u8], image: &[u8]) -> Result<(), SnapshotError> {
     let aside = dir.join(format!("{FILE}.new"));
     let io_err = |source| SnapshotError::Io {
         path: aside.display().to_string(),
         source,
     };
+    let len = (head.len() + image.len()) as u64;
     let file = File::create(&aside).map_err(io_err)?;
-    file.write_all_at(bytes, 0).map_err(io_err)?;
+    file.write_all_at(head, 0).map_err(io_err)?;
+    file.write_all_at(image, head.len() as u64)
+        .map_err(io_err)?;
     file.sync_all().map_err(io_err)?;
-    crate::synced::file(&aside, bytes.len() as u64);
+    crate::synced::file(&aside, len);
     let path = dir.join(FILE);
     std::fs::rename(&aside, &path).map_err(io_err)?;
     crate::synced::sync_dir(dir).map_err(io_err)?;
-    crate::synced::file(&path, bytes.len() as u64);
+    crate::synced::file(&path, len);
     Ok(())
 }
 

@@ -101,6 +101,22 @@ impl CacheSize {
     pub fn bytes(&self) -> u64 {
         self.0.lock().bytes
     }
+
+    /// The bytes of records of the entries after `index` (all of them for
+    /// None): what a snapshot at `index` does not cover. Those at or before
+    /// it are few once openraft has purged behind a snapshot.
+    pub fn bytes_after(&self, index: Option<u64>) -> u64 {
+        let cache = self.0.lock();
+        let Some(index) = index else {
+            return cache.bytes;
+        };
+        let covered: u64 = cache
+            .entries
+            .range(..=index)
+            .map(|(_, e)| entry_bytes(e))
+            .sum();
+        cache.bytes - covered
+    }
 }
 
 /// Reads entries for replication.

@@ -69,7 +69,7 @@ pub struct NodeConfig {
     /// past it the client gets `INTERNAL_ERROR` and its connection closes.
     pub commit_timeout: Duration,
     /// Snapshot when the log holds more than this many bytes of records in
-    /// memory (besides openraft's own policy, every 5,000 entries).
+    /// memory and more than the last snapshot's image (`snapshots.rs`).
     pub snapshot_bytes: u64,
     /// Whether the Raft log's appends are fsynced before they count (true);
     /// false (`-F`): a majority's acknowledgement means written to their
@@ -104,6 +104,9 @@ impl NodeConfig {
                 // Entries carry whole passes: keep few behind a snapshot (a
                 // follower further behind gets the snapshot).
                 max_in_snapshot_log_to_keep: 8,
+                // Snapshots by bytes of log against the state's size
+                // (`snapshots.rs`), not every 5,000 entries.
+                snapshot_policy: openraft::SnapshotPolicy::Never,
                 ..openraft::Config::default()
             },
             net: NetConfig::default(),
@@ -255,6 +258,8 @@ pub struct Node {
     draining: Arc<AtomicBool>,
     /// The size of the log held in memory.
     cache_size: crate::logstore::CacheSize,
+    /// The state machine (for the size of its last snapshot).
+    view: crate::sm::StateView,
     /// The log writer's fault knob (tests).
     sync_stall: Arc<std::sync::atomic::AtomicU64>,
     /// How far the log is on disk, and why it failed if it did.
@@ -304,6 +309,7 @@ impl Node {
         let cache_size = log.cache_size();
         let sync_stall = log.sync_stall();
         let view = sm.view();
+        let view_kept = view.clone();
         let bind = |addr: &str, fd: Option<RawFd>, what| {
             let bound = match fd {
                 Some(fd) => adopt(fd),
@@ -419,6 +425,7 @@ impl Node {
             tokio::spawn(snapshots::run(
                 raft.clone(),
                 cache_size.clone(),
+                view.clone(),
                 config.snapshot_bytes,
             ));
             let leading = tokio::spawn(leader::run(leader::Leading {
@@ -457,6 +464,7 @@ impl Node {
             client,
             draining,
             cache_size,
+            view: view_kept,
             sync_stall,
             durable,
             id: config.id,
@@ -525,6 +533,16 @@ impl Node {
     /// Bytes of records the Raft log holds in memory now.
     pub fn log_bytes(&self) -> u64 {
         self.cache_size.bytes()
+    }
+
+    /// Bytes of the last snapshot's image (0: none made or received yet).
+    pub fn snapshot_bytes(&self) -> u64 {
+        self.view.image_bytes()
+    }
+
+    /// Snapshots this node has built since it started.
+    pub fn snapshots_built(&self) -> u64 {
+        self.view.snapshots_built()
     }
 
     /// Enter drain mode: while this node leads, puts are answered DRAINING.
