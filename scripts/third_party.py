@@ -34,6 +34,9 @@ LICENCE_PREFIXES = ("license", "licence", "copying", "notice", "unlicense")
 #: kept in scripts/licences/<directory>.
 LICENCES_KEPT_HERE = {"openraft": "openraft", "openraft-macros": "openraft"}
 KEPT = ROOT / "scripts/licences"
+#: Crates that bundle C code built into the module, with the licence files of that
+#: code inside the package (beside the crate's own).
+BUNDLED_LICENCES = {"libmimalloc-sys": ("c_src/mimalloc/v3/LICENSE",)}
 
 
 class NoticeError(Exception):
@@ -112,10 +115,16 @@ def render() -> str:
             files = sorted((KEPT / LICENCES_KEPT_HERE[p["name"]]).iterdir())
         if not files:
             raise NoticeError(f"{key}: no licence file beside {p['manifest_path']}")
+        top = Path(p["manifest_path"]).parent
+        for inner in BUNDLED_LICENCES.get(p["name"], ()):
+            if not (top / inner).is_file():
+                raise NoticeError(f"{key}: no bundled licence file {inner}")
+            files.append(top / inner)
         for f in files:
             text = f.read_text(encoding="utf-8", errors="replace").strip()
             digest = hashlib.sha256(text.encode()).hexdigest()
-            texts.setdefault(digest, (text, []))[1].append(f"{key}: {f.name}")
+            name = f.relative_to(top) if f.is_relative_to(top) else f.name
+            texts.setdefault(digest, (text, []))[1].append(f"{key}: {name}")
     lines = [
         "Third-party software in beanpole's native module (beanpole/_core)",
         "",

@@ -5,11 +5,17 @@
 
 mod admin;
 mod ahead;
+mod alloc;
 mod binlog;
 mod client;
 mod cluster;
 mod events;
 mod table;
+
+/// The module's Rust allocations: small blocks from mimalloc, large ones from
+/// the system (`alloc.rs`). Python's own objects keep Python's allocator.
+#[global_allocator]
+static ALLOCATOR: alloc::Allocator = alloc::Allocator;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
