@@ -133,7 +133,8 @@ async fn save_file(
     image: Vec<u8>,
 ) -> Result<Vec<u8>, StorageError> {
     let mut saved = view.saved.lock().await;
-    if saved.is_some() && *saved > meta.last_log_id {
+    // None orders first: any file on disk is newer than no log id.
+    if *saved > meta.last_log_id {
         return Ok(image);
     }
     let head = snapshot::head(meta, &image);

@@ -56,13 +56,6 @@ pub fn head(meta: &SnapshotMeta, image: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The file's bytes for `meta` and `image`.
-pub fn encode(meta: &SnapshotMeta, image: &[u8]) -> Vec<u8> {
-    let mut out = head(meta, image);
-    out.extend_from_slice(image);
-    out
-}
-
 /// The metadata and image of a file's bytes.
 pub fn decode<'a>(path: &Path, bytes: &'a [u8]) -> Result<(SnapshotMeta, &'a [u8]), SnapshotError> {
     let name = || path.display().to_string();
@@ -135,6 +128,13 @@ pub fn load(dir: &Path) -> Result<Option<(SnapshotMeta, Vec<u8>)>, SnapshotError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The file's bytes for `meta` and `image`, as `save` writes them.
+    fn encode(meta: &SnapshotMeta, image: &[u8]) -> Vec<u8> {
+        let mut out = head(meta, image);
+        out.extend_from_slice(image);
+        out
+    }
 
     #[test]
     fn a_snapshot_file_reads_back_and_a_damaged_one_is_refused() {

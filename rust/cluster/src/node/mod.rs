@@ -68,8 +68,8 @@ pub struct NodeConfig {
     /// How long a client's reply waits for its commit (a majority's fsync);
     /// past it the client gets `INTERNAL_ERROR` and its connection closes.
     pub commit_timeout: Duration,
-    /// Snapshot when the log holds more than this many bytes of records in
-    /// memory and more than the last snapshot's image (`snapshots.rs`).
+    /// Snapshot when the log's records after the last snapshot are more than
+    /// this many bytes and more than that snapshot's image (`snapshots.rs`).
     pub snapshot_bytes: u64,
     /// Whether the Raft log's appends are fsynced before they count (true);
     /// false (`-F`): a majority's acknowledgement means written to their
@@ -309,7 +309,6 @@ impl Node {
         let cache_size = log.cache_size();
         let sync_stall = log.sync_stall();
         let view = sm.view();
-        let view_kept = view.clone();
         let bind = |addr: &str, fd: Option<RawFd>, what| {
             let bound = match fd {
                 Some(fd) => adopt(fd),
@@ -432,7 +431,7 @@ impl Node {
                 id: config.id,
                 raft: raft.clone(),
                 identity: Arc::clone(&identity),
-                view,
+                view: view.clone(),
                 server: config.server.clone(),
                 client: Arc::clone(&client),
                 forward_on: forward_runtime.handle().clone(),
@@ -464,7 +463,7 @@ impl Node {
             client,
             draining,
             cache_size,
-            view: view_kept,
+            view,
             sync_stall,
             durable,
             id: config.id,
