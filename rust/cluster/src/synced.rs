@@ -68,6 +68,11 @@ fn append(record: &Mutex<File>, line: &str) {
     let _ = file.write_all(line.as_bytes());
 }
 
+/// Whether the lines are being written (callers skip building them if not).
+pub fn on() -> bool {
+    record().is_some()
+}
+
 /// Note that the first `len` bytes of `path` have just been synced.
 pub fn file(path: &Path, len: u64) {
     if let Some(record) = record() {

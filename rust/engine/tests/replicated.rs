@@ -10,6 +10,7 @@ use std::io::{ErrorKind, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use beanpole_engine::server::{BoundAddr, ListenAddr, ServerConfig, ServerHandle};
 use beanpole_engine::stats::StatValue;
@@ -25,6 +26,7 @@ use wire_util::Client;
 struct Sink {
     tx: Mutex<mpsc::Sender<(Vec<u8>, u64)>>,
     lease: Arc<AtomicBool>,
+    commit_timeout: Option<Duration>,
 }
 
 impl Replicate for Sink {
@@ -35,6 +37,10 @@ impl Replicate for Sink {
 
     fn lease_valid(&self) -> bool {
         self.lease.load(Ordering::SeqCst)
+    }
+
+    fn commit_timeout(&self) -> Option<Duration> {
+        self.commit_timeout
     }
 }
 
@@ -50,10 +56,20 @@ fn start_leased(
     clock: i64,
     lease: Arc<AtomicBool>,
 ) -> (ServerHandle, Client, Proposed, Arc<LogPipe>) {
+    start_with(replica, clock, lease, None)
+}
+
+fn start_with(
+    replica: &Replica,
+    clock: i64,
+    lease: Arc<AtomicBool>,
+    commit_timeout: Option<Duration>,
+) -> (ServerHandle, Client, Proposed, Arc<LogPipe>) {
     let (tx, rx) = mpsc::channel();
     let sink = Arc::new(Sink {
         tx: Mutex::new(tx),
         lease,
+        commit_timeout,
     });
     let opened = replicate::opened(
         replica.to_recovered(),
@@ -284,4 +300,49 @@ fn a_closed_pipe_ends_the_waits_unanswered() {
     // A commit arriving later changes nothing for the closed connection.
     pipe.acknowledge(end);
     handle.stop(std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn a_commit_that_does_not_come_in_time_is_refused_per_proposal() {
+    let limit = Duration::from_secs(1);
+    let (mut handle, mut first, proposed, pipe) = start_with(
+        &Replica::new(),
+        0,
+        Arc::new(AtomicBool::new(true)),
+        Some(limit),
+    );
+    let t0 = Instant::now();
+    first.send(b"put 5 0 60 2\r\nhi\r\n");
+    let (_, end1) = proposed.recv().expect("the first put's records");
+    // A second client's put, proposed well after the first.
+    std::thread::sleep(limit / 2);
+    let mut second = Client::connect(addr(&handle));
+    let t1 = Instant::now();
+    second.send(b"put 5 0 60 2\r\nho\r\n");
+    let (_, end2) = proposed.recv().expect("the second put's records");
+    assert!(end2 > end1);
+    // Neither is ever committed. The first is refused once its own proposal
+    // is a timeout old, and its connection closes.
+    assert_eq!(first.line(), "INTERNAL_ERROR\r\n");
+    let waited = t0.elapsed();
+    assert!(
+        waited >= limit,
+        "refused after {waited:?}, before the timeout"
+    );
+    let mut rest = Vec::new();
+    assert_eq!(first.reader.read_to_end(&mut rest).expect("read"), 0);
+    // The second waits its own timeout, not the first's: still unanswered.
+    assert!(
+        t1.elapsed() < limit && nothing_to_read(&mut second),
+        "the second put was answered with the first"
+    );
+    // It is committed in time: answered.
+    pipe.acknowledge(end2);
+    assert_eq!(second.line(), "INSERTED 2\r\n");
+    // A later put, committed at once, is answered too.
+    second.send(b"put 5 0 60 2\r\nhu\r\n");
+    let (_, end3) = proposed.recv().expect("the third put's records");
+    pipe.acknowledge(end3);
+    assert_eq!(second.line(), "INSERTED 3\r\n");
+    handle.stop(Duration::from_secs(5));
 }

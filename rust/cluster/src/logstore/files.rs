@@ -56,6 +56,9 @@ const READ_VERSIONS: [u32; 2] = [1, 2];
 pub const ZEROS_AHEAD: u64 = 1 << 20;
 const HEADER_LEN: u64 = 16;
 const FRAME_LEN: usize = 8;
+/// The frame buffer kept between appends is given back once an entry larger
+/// than this (a big job's) has grown it.
+const FRAME_KEPT: usize = 1 << 20;
 /// The largest frame payload read back (a 1 GiB batch and its header).
 const MAX_FRAME: usize = (1 << 30) + 4096;
 
@@ -123,6 +126,10 @@ pub struct LogFiles {
     /// The small file last overwritten in place (`committed`, at every
     /// commit), kept open with its length: each save is then one write.
     in_place: Option<InPlace>,
+    /// The last frame written, its buffer kept for the next: a buffer made for
+    /// each append was memory the allocator handed out fresh each time (and
+    /// encoding into it spares the entry a buffer of its own).
+    frame: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -207,6 +214,7 @@ impl LogFiles {
             segments,
             file,
             in_place: None,
+            frame: Vec::new(),
         };
         Ok((files, loaded))
     }
@@ -220,8 +228,31 @@ impl LogFiles {
     /// Write the entry `index` framed; starts a new segment when the current one
     /// is full or the index does not follow its last entry (after a purge past
     /// the end of the log).
+    #[cfg(test)]
     pub fn append(&mut self, index: u64, payload: &[u8]) -> io::Result<()> {
-        let frame_len = (FRAME_LEN + payload.len()) as u64;
+        self.append_with(index, |out| out.extend_from_slice(payload))
+    }
+
+    /// [`LogFiles::append`] of the payload `put` writes, encoded straight into
+    /// the frame (no buffer of its own).
+    pub fn append_with(&mut self, index: u64, put: impl FnOnce(&mut Vec<u8>)) -> io::Result<()> {
+        let mut frame = std::mem::take(&mut self.frame);
+        frame.clear();
+        frame.extend_from_slice(&[0; FRAME_LEN]);
+        put(&mut frame);
+        let len = (frame.len() - FRAME_LEN) as u32;
+        frame[..4].copy_from_slice(&len.to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[..4]), &frame[FRAME_LEN..]);
+        frame[4..FRAME_LEN].copy_from_slice(&crc.to_le_bytes());
+        let written = self.write_frame(index, &frame);
+        if frame.capacity() <= FRAME_KEPT {
+            self.frame = frame;
+        }
+        written
+    }
+
+    fn write_frame(&mut self, index: u64, frame: &[u8]) -> io::Result<()> {
+        let frame_len = frame.len() as u64;
         let seg = self.last();
         if seg.next_index() != index
             || (!seg.offsets.is_empty() && seg.len + frame_len > SEGMENT_BYTES)
@@ -234,13 +265,8 @@ impl LogFiles {
             write_zeros(&self.file, from, to)?;
             self.last().written = to;
         }
-        let mut frame = Vec::with_capacity(FRAME_LEN + payload.len());
-        frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[..4]), payload);
-        frame.extend_from_slice(&crc.to_le_bytes());
-        frame.extend_from_slice(payload);
         let at = self.last().len;
-        self.file.write_all_at(&frame, at)?;
+        self.file.write_all_at(frame, at)?;
         let seg = self.last();
         seg.offsets.push(at);
         seg.len += frame_len;
@@ -272,6 +298,9 @@ impl LogFiles {
     /// Tell the sync record (`synced.rs`) the current segment is synced whole
     /// (its frames and the zeros written after them).
     fn note_synced(&mut self) {
+        if !synced::on() {
+            return;
+        }
         let seg = self.last();
         let (seq, len) = (seg.seq, seg.written);
         synced::file(&self.dir.join(seg_name(seq)), len);

@@ -369,9 +369,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 if v.committed && v.leader_id().node_id == own);
             for entry in entries {
                 last = Some(entry.log_id);
-                let mut bytes = Vec::new();
-                codec::put_entry(&mut bytes, &entry);
-                encoded.push((entry.log_id.index, bytes));
+                // A clone shares the records' bytes: the writer encodes it.
+                encoded.push(entry.clone());
                 cache.bytes += entry_bytes(&entry);
                 if let Some(old) = cache.entries.insert(entry.log_id.index, entry) {
                     cache.bytes -= entry_bytes(&old);

@@ -201,10 +201,8 @@ mod tests {
             log_id: log_id(index),
             payload: EntryPayload::Blank,
         };
-        let mut bytes = Vec::new();
-        codec::put_entry(&mut bytes, &entry);
         Op::Append {
-            entries: vec![(index, bytes)],
+            entries: vec![entry],
             last: log_id(index),
             done: None,
         }

@@ -22,7 +22,8 @@ use openraft::storage::LogFlushed;
 use tokio::sync::watch;
 
 use super::files::LogFiles;
-use crate::types::{LogId, TypeConfig};
+use crate::codec;
+use crate::types::{Entry, LogId, TypeConfig};
 
 /// How far a node's log is on disk, as the writer publishes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,11 +56,11 @@ pub const FAIL_SYNCS: u64 = u64::MAX;
 
 /// One operation for the writer.
 pub enum Op {
-    /// Encoded entries (index, payload), the last one's log id, and the
+    /// Entries (encoded as they are written), the last one's log id, and the
     /// callback that says they are durable (None: already called, for a
     /// leader's own entries).
     Append {
-        entries: Vec<(u64, Vec<u8>)>,
+        entries: Vec<Entry>,
         last: LogId,
         done: Option<LogFlushed<TypeConfig>>,
     },
@@ -159,8 +160,9 @@ impl Writer {
                 done,
             } => {
                 if self.failed.is_none() {
-                    for (index, payload) in &entries {
-                        if let Err(e) = self.files.append(*index, payload) {
+                    for entry in &entries {
+                        let put = |out: &mut Vec<u8>| codec::put_entry(out, entry);
+                        if let Err(e) = self.files.append_with(entry.log_id.index, put) {
                             self.fail(&e);
                             break;
                         }

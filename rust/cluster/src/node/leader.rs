@@ -1,5 +1,5 @@
 //! Serving clients while this node leads: the task that watches Raft's
-//! metrics ([`run`]) starts the engine's server on the committed state when the
+//! server metrics ([`run`]) starts the engine's server on the committed state when the
 //! node becomes leader, and stops it when the node loses the lead.
 //!
 //! At the start of a term the leader waits until it has applied everything
@@ -143,7 +143,10 @@ impl SessionCarrier for NodeCarrier {
 
 /// Watch the metrics until Raft stops, serving while this node leads.
 pub async fn run(leading: Leading) {
-    let mut metrics = leading.raft.metrics();
+    // The server metrics (vote, role, leader, membership) change only when one
+    // of those does; the whole metrics change with every entry appended,
+    // replicated or applied, and would wake this task for each.
+    let mut metrics = leading.raft.server_metrics();
     // Ends every forwarded connection when the node stops. A watch channel: a
     // flag many tasks wait on.
     let (stop, stopped) = watch::channel(false);
@@ -169,7 +172,7 @@ pub async fn run(leading: Leading) {
             let m = metrics.borrow_and_update();
             (
                 m.state == ServerState::Leader && m.current_leader == Some(leading.id),
-                m.current_term,
+                m.vote.leader_id().get_term(),
             )
         };
         if leader && leading.led_since.borrow().map(|(t, _)| t) != Some(term) {

@@ -27,6 +27,7 @@ use crate::protocol::{self as proto, line_end, parse, Command, Op, ProtocolError
 use crate::stats;
 use crate::store::session::Replay;
 use crate::store::{ConnId, Delivery, PutRefused, ReserveOutcome, Store};
+use crate::wal::pipe::Committed;
 
 /// Stop applying commands once this much output is pending, write it, then go on:
 /// a client pipelining many large peeks cannot make the server buffer without bound.
@@ -330,15 +331,16 @@ impl Conn {
                                     return Ok(());
                                 }
                             }
-                            Some(limit) => {
-                                let wait = Box::pin(pipe.wait_acked(acked, position));
-                                match tokio::time::timeout(limit, wait).await {
-                                    Ok(true) => {}
-                                    Ok(false) => {
+                            Some(_) => {
+                                // The pipe gives up on a commit that does not come
+                                // within the timeout (one timer for all waits).
+                                match Box::pin(pipe.wait_committed(acked, position)).await {
+                                    Committed::Yes => {}
+                                    Committed::Closed => {
                                         self.cut = true;
                                         return Ok(());
                                     }
-                                    Err(_) => {
+                                    Committed::TimedOut => {
                                         // No commit in time (no majority): the
                                         // pass's outcome is unknown; say so and
                                         // close, as after a server error.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::wal::decode::JobRef;
-use crate::wal::format::{Header, Record, DELETE_RECORD_LEN, HEADER_LEN};
+use crate::wal::format::{encode_outcome, Header, Record, DELETE_RECORD_LEN, HEADER_LEN};
 use crate::wal::pipe::{LogPipe, Task};
 use crate::wal::writer::{segment_capacity, wall_now};
 use crate::wal::OpenedLog;
@@ -221,6 +221,14 @@ impl StoreLog {
     pub fn append(&mut self, record: &Record) -> u64 {
         let start = self.start_record();
         let len = record.encode(&mut self.batch);
+        self.place(start, len)
+    }
+
+    /// Append a session's outcome record (`Record::Outcome` without owning
+    /// the reply); returns the segment it went to.
+    pub fn append_outcome(&mut self, owner: u64, seq: u64, reply: &[u8]) -> u64 {
+        let start = self.start_record();
+        let len = encode_outcome(&mut self.batch, owner, seq, reply);
         self.place(start, len)
     }
 

@@ -250,15 +250,19 @@ impl Store {
         }
         let owner = s.owner;
         let first = s.seq + 1 - s.pending.len() as u64;
-        let pending: Vec<Vec<u8>> = s.pending.drain(..).collect();
-        let mut records = Vec::with_capacity(pending.len());
-        for (i, reply) in pending.into_iter().enumerate() {
-            let seq = first + i as u64;
-            s.replies.push(seq, reply.clone());
-            records.push(Record::Outcome { owner, seq, reply });
+        // Journaled from the borrowed replies, then moved into the kept ones:
+        // no copy of a reply, and the queue keeps its room for the next pass.
+        let mut pending = std::mem::take(&mut s.pending);
+        if let Some(log) = self.log.as_mut() {
+            for (i, reply) in pending.iter().enumerate() {
+                log.append_outcome(owner, first + i as u64, reply);
+            }
         }
-        for r in &records {
-            self.journal_always(r);
+        if let Some(s) = self.session_mut(conn) {
+            for (i, reply) in pending.drain(..).enumerate() {
+                s.replies.push(first + i as u64, reply);
+            }
+            s.pending = pending;
         }
     }
 

@@ -328,12 +328,7 @@ impl Record {
                 owner,
                 seq,
                 ref reply,
-            } => sized_record(out, 11, |out| {
-                out.extend_from_slice(&owner.to_le_bytes());
-                out.extend_from_slice(&seq.to_le_bytes());
-                out.extend_from_slice(&(reply.len() as u32).to_le_bytes());
-                out.extend_from_slice(reply);
-            }),
+            } => encode_outcome(out, owner, seq, reply),
             Record::End { owner } => id_record(out, 12, owner),
             Record::Pause {
                 ref tube,
@@ -450,6 +445,18 @@ fn sized_record(out: &mut Vec<u8>, kind: u8, payload: impl FnOnce(&mut Vec<u8>))
     out.push(kind);
     payload(out);
     seal(&mut out[start..])
+}
+
+/// Append the framed outcome record of session `owner`'s command `seq`,
+/// answered `reply` (what [`Record::Outcome`] encodes, from a borrowed reply);
+/// returns its length on disk.
+pub fn encode_outcome(out: &mut Vec<u8>, owner: u64, seq: u64, reply: &[u8]) -> usize {
+    sized_record(out, 11, |out| {
+        out.extend_from_slice(&owner.to_le_bytes());
+        out.extend_from_slice(&seq.to_le_bytes());
+        out.extend_from_slice(&(reply.len() as u32).to_le_bytes());
+        out.extend_from_slice(reply);
+    })
 }
 
 /// Seal a whole record built on the stack and append it.

@@ -16,7 +16,7 @@
 //! written one. Nothing is ever acknowledged that is not written.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
@@ -138,6 +138,11 @@ pub struct LogPipe {
     waiters: AtomicUsize,
     /// Set by [`LogPipe::close`]: waits end unacknowledged.
     closed: AtomicBool,
+    /// For a replicated pipe: the highest position handed to the sink, and the
+    /// highest one given up on, not committed within the commit timeout of
+    /// being handed over (`acks.rs`, [`LogPipe::relay_acks`]).
+    proposed: AtomicU64,
+    expired: AtomicU64,
     /// Held while an fsync runs (on a connection's thread or the writer's): two
     /// at once could acknowledge data of a segment the other one was syncing. A
     /// std mutex: connections only `try_lock` it; the writer thread sleeps on it
@@ -211,6 +216,8 @@ impl LogPipe {
             acked_tx: watch::Sender::new(0),
             waiters: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
+            proposed: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
             sync_turn: Mutex::new(()),
             rewrite: AtomicBool::new(false),
             failed: Mutex::new(Vec::new()),
@@ -264,6 +271,7 @@ impl LogPipe {
             for task in tasks {
                 if let Task::Write { bytes, end, .. } = task {
                     sink.propose(bytes, end);
+                    self.proposed.fetch_max(end, Ordering::AcqRel);
                 }
             }
             return;
@@ -299,6 +307,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 mod acks;
+
+pub use acks::Committed;
 mod inline;
 mod thread;
 

@@ -81,6 +81,16 @@ pub struct Sessions {
 }
 
 impl Sessions {
+    /// Session `owner`'s command `seq` was answered `reply` (an outcome
+    /// record, its reply moved here rather than copied).
+    pub fn outcome(&mut self, owner: u64, seq: u64, reply: Vec<u8>) {
+        let s = self.replies.entry(owner).or_insert_with(|| SessionReplies {
+            owner,
+            ..SessionReplies::default()
+        });
+        s.push(seq, reply);
+    }
+
     /// Apply one record (the live set has already applied it).
     pub fn apply(&mut self, record: &Record) {
         match *record {
@@ -112,13 +122,7 @@ impl Sessions {
                 owner,
                 seq,
                 ref reply,
-            } => {
-                let s = self.replies.entry(owner).or_insert_with(|| SessionReplies {
-                    owner,
-                    ..SessionReplies::default()
-                });
-                s.push(seq, reply.clone());
-            }
+            } => self.outcome(owner, seq, reply.clone()),
             Record::End { owner } => {
                 self.replies.remove(&owner);
                 self.held.retain(|_, h| h.owner != owner);

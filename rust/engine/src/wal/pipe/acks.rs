@@ -2,11 +2,29 @@
 //! connections learn it moved (from the writer, or for a replicated pipe from
 //! the cluster through the relay task).
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior};
 
 use super::LogPipe;
+
+/// How a wait for a replicated pipe's commit ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Committed {
+    /// The position is committed.
+    Yes,
+    /// The pipe was closed first (the leader's term ended).
+    Closed,
+    /// Not committed within the commit timeout of being proposed.
+    TimedOut,
+}
+
+/// The commit timeout is checked this many times per timeout's length: a wait
+/// is given up between one and one and a tenth timeouts after its proposal.
+const CHECKS_PER_TIMEOUT: u32 = 20;
 
 impl LogPipe {
     /// Wait until `position` is acknowledged. False if the log has stopped.
@@ -22,6 +40,37 @@ impl LogPipe {
                 && self.acked.load(Ordering::SeqCst) >= position);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
         done
+    }
+
+    /// For a replicated pipe: wait until `position` is committed, the pipe is
+    /// closed, or the commit timeout has passed since it was proposed with no
+    /// commit (told by [`LogPipe::relay_acks`], which checks every proposal's
+    /// age: one timer for all the waits rather than one each).
+    pub async fn wait_committed(&self, rx: &mut watch::Receiver<u64>, position: u64) -> Committed {
+        let done = |acked: u64| {
+            if acked >= position {
+                Some(Committed::Yes)
+            } else if self.closed.load(Ordering::SeqCst) {
+                Some(Committed::Closed)
+            } else if self.expired.load(Ordering::SeqCst) >= position {
+                Some(Committed::TimedOut)
+            } else {
+                None
+            }
+        };
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut outcome = done(self.acked.load(Ordering::SeqCst));
+        if outcome.is_none() {
+            let woken = rx
+                .wait_for(|_| done(self.acked.load(Ordering::SeqCst)).is_some())
+                .await;
+            outcome = match woken {
+                Ok(_) => done(self.acked.load(Ordering::SeqCst)),
+                Err(_) => Some(Committed::Closed),
+            };
+        }
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        outcome.unwrap_or(Committed::Closed)
     }
 
     /// No position is acknowledged any more (a cluster leader's term has ended):
@@ -66,12 +115,59 @@ impl LogPipe {
     /// For a replicated pipe, run on the server's runtime while it serves:
     /// passes each acknowledged position on to the waiting connections. Returns
     /// at once for any other pipe.
+    ///
+    /// It also gives up on proposals not committed within the commit timeout:
+    /// a few times per timeout it notes the highest position proposed so far,
+    /// and once a noted position is a timeout old and still not committed,
+    /// every wait for it or an earlier one ends ([`Committed::TimedOut`]).
     pub async fn relay_acks(&self) {
         let Some(relay) = &self.relay else { return };
+        let limit = self.commit_timeout();
+        // Without a timeout the checks are never made (a long period keeps the
+        // timer valid all the same).
+        let every = limit.map_or(Duration::from_secs(3600), |l| {
+            (l / CHECKS_PER_TIMEOUT).max(Duration::from_millis(1))
+        });
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut noted: VecDeque<(Instant, u64)> = VecDeque::new();
         loop {
-            relay.notified().await;
+            tokio::select! {
+                () = relay.notified() => {}
+                now = ticks.tick(), if limit.is_some() => {
+                    let limit = limit.unwrap_or(Duration::MAX);
+                    if !self.expire(&mut noted, now, limit) {
+                        continue;
+                    }
+                }
+            }
             self.acked_tx
                 .send_replace(self.acked.load(Ordering::SeqCst));
+        }
+    }
+
+    /// Note the position proposed by `now` and give up on those proposed at
+    /// least `limit` before it and not committed; true if it gave up on any.
+    fn expire(&self, noted: &mut VecDeque<(Instant, u64)>, now: Instant, limit: Duration) -> bool {
+        let proposed = self.proposed.load(Ordering::SeqCst);
+        if !matches!(noted.back(), Some(&(_, p)) if p == proposed) {
+            noted.push_back((now, proposed));
+        }
+        let mut due = None;
+        while let Some(&(at, p)) = noted.front() {
+            if now.saturating_duration_since(at) < limit {
+                break;
+            }
+            due = Some(p);
+            noted.pop_front();
+        }
+        let acked = self.acked.load(Ordering::SeqCst);
+        match due {
+            Some(p) if p > acked && p > self.expired.load(Ordering::SeqCst) => {
+                self.expired.fetch_max(p, Ordering::SeqCst);
+                true
+            }
+            _ => false,
         }
     }
 }
