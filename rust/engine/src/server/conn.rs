@@ -315,9 +315,11 @@ impl Conn {
                     self.log_acked.as_mut(),
                     shared.log_pipe.as_ref(),
                 ) {
-                    if pipe.acked() < position {
+                    if pipe.acked() < position && !pipe.is_replicated() {
                         // Let the other connections with input ready queue their
-                        // records first: then one write covers them all.
+                        // records first: then one write covers them all. (A
+                        // replicated pipe has queued them at the pass's end
+                        // already, and its commit is for the cluster to make.)
                         tokio::task::yield_now().await;
                     }
                     // The wait's future is boxed: it is only needed when the write
