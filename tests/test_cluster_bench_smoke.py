@@ -89,3 +89,24 @@ def test_cluster_bench_smoke(bench: Path, tmp_path: Path) -> None:
     assert "by thread: beanpole " in proc.stdout
     # Every node's data directory was removed with its run.
     assert [p.name for p in tmp_path.iterdir()] == ["cluster.json"]
+
+
+def test_cluster_ab_smoke(bench: Path, tmp_path: Path) -> None:
+    """``bench/cluster_ab.py`` with two names for the package under test, one short round:
+    both clusters run, and the second is reported against the first."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "cluster_ab.py"), "--rounds", "1",
+         "--duration", "1", "--connections", "10", "--bench", str(bench), "--tmp",
+         str(tmp_path), "--build", "one=", "--build", f"two={ROOT / 'python'}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "round 1 one: " in out and "round 1 two: " in out, out
+    assert "one: median " in out, out
+    assert "per round against one: " in out, out
+    assert "by thread (median µs/put): " in out and "beanpole-raft" in out, out
+    assert not list(tmp_path.glob("beanpole-cluster-ab-*")), "a run's directory was left"
