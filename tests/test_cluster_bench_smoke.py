@@ -40,17 +40,25 @@ def bench() -> Path:
     return path
 
 
-def test_cluster_bench_smoke(bench: Path, tmp_path: Path) -> None:
-    out = tmp_path / "cluster.json"
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``bench/NAME`` with ``args``; its result, once it exited 0."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "cluster_bench.py"), "--smoke", "--bench",
-         str(bench), "--tmp", str(tmp_path), "--json", str(out)],
+        [sys.executable, str(ROOT / "bench" / name), *args],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=ROOT,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_cluster_bench_smoke(bench: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cluster.json"
+    proc = run_script(
+        "cluster_bench.py", "--smoke", "--bench", str(bench), "--tmp", str(tmp_path),
+        "--json", str(out),
+    )  # fmt: skip
     assert "| leader SIGKILL, 3 nodes | 2 |" in proc.stdout
     assert "| `cluster remove` of the leader, 3 nodes | 1 |" in proc.stdout
     assert "cluster / single:" in proc.stdout
@@ -94,16 +102,11 @@ def test_cluster_bench_smoke(bench: Path, tmp_path: Path) -> None:
 def test_cluster_ab_smoke(bench: Path, tmp_path: Path) -> None:
     """``bench/cluster_ab.py`` with two names for the package under test, one short round:
     both clusters run, and the second is reported against the first."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "cluster_ab.py"), "--rounds", "1",
-         "--duration", "1", "--connections", "10", "--bench", str(bench), "--tmp",
-         str(tmp_path), "--build", "one=", "--build", f"two={ROOT / 'python'}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
+    proc = run_script(
+        "cluster_ab.py", "--rounds", "1", "--duration", "1", "--connections", "10",
+        "--bench", str(bench), "--tmp", str(tmp_path), "--build", "one=",
+        "--build", f"two={ROOT / 'python'}",
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "round 1 one: " in out and "round 1 two: " in out, out
     assert "one: median " in out, out
