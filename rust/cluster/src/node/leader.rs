@@ -1,6 +1,6 @@
 //! Serving clients while this node leads: the task that watches Raft's
-//! server metrics ([`run`]) starts the engine's server on the committed state when the
-//! node becomes leader, and stops it when the node loses the lead.
+//! server metrics ([`run`]) starts the engine's server on the committed state
+//! when the node becomes leader, and stops it when the node loses the lead.
 //!
 //! At the start of a term the leader waits until it has applied everything
 //! committed before it (`ensure_linearizable`), then builds a store from the
