@@ -27,7 +27,7 @@ use crate::protocol::{self as proto, line_end, parse, Command, Op, ProtocolError
 use crate::stats;
 use crate::store::session::Replay;
 use crate::store::{ConnId, Delivery, PutRefused, ReserveOutcome, Store};
-use crate::wal::pipe::Committed;
+use crate::wal::pipe::Acked;
 
 /// Stop applying commands once this much output is pending, write it, then go on:
 /// a client pipelining many large peeks cannot make the server buffer without bound.
@@ -326,32 +326,21 @@ impl Conn {
                     // is someone else's or an fsync is awaited, and inline it would
                     // make every connection's task larger.
                     if !pipe.write_through(position) {
-                        match pipe.commit_timeout() {
-                            None => {
-                                if !Box::pin(pipe.wait_acked(acked, position)).await {
-                                    self.cut = true;
-                                    return Ok(());
-                                }
+                        match Box::pin(pipe.wait_acked(acked, position)).await {
+                            Acked::Yes => {}
+                            Acked::Closed => {
+                                self.cut = true;
+                                return Ok(());
                             }
-                            Some(_) => {
-                                // The pipe gives up on a commit that does not come
-                                // within the timeout (one timer for all waits).
-                                match Box::pin(pipe.wait_committed(acked, position)).await {
-                                    Committed::Yes => {}
-                                    Committed::Closed => {
-                                        self.cut = true;
-                                        return Ok(());
-                                    }
-                                    Committed::TimedOut => {
-                                        // No commit in time (no majority): the
-                                        // pass's outcome is unknown; say so and
-                                        // close, as after a server error.
-                                        self.out.clear();
-                                        self.out.extend(b"INTERNAL_ERROR\r\n");
-                                        self.out.write_to(sock, OUT_HIGH_WATER).await?;
-                                        return Ok(());
-                                    }
-                                }
+                            Acked::TimedOut => {
+                                // A replicated pipe's commit did not come in
+                                // time (no majority): the pass's outcome is
+                                // unknown; say so and close, as after a server
+                                // error.
+                                self.out.clear();
+                                self.out.extend(b"INTERNAL_ERROR\r\n");
+                                self.out.write_to(sock, OUT_HIGH_WATER).await?;
+                                return Ok(());
                             }
                         }
                     }

@@ -308,7 +308,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 mod acks;
 
-pub use acks::Committed;
+pub use acks::Acked;
 mod inline;
 mod thread;
 

@@ -11,14 +11,16 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::LogPipe;
 
-/// How a wait for a replicated pipe's commit ended.
+/// How a wait for an acknowledged position ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Committed {
-    /// The position is committed.
+pub enum Acked {
+    /// The position is acknowledged (written or synced by policy; for a
+    /// replicated pipe, committed).
     Yes,
-    /// The pipe was closed first (the leader's term ended).
+    /// The pipe was closed first (a cluster leader's term ended).
     Closed,
-    /// Not committed within the commit timeout of being proposed.
+    /// A replicated pipe's position not committed within the commit timeout
+    /// of being proposed.
     TimedOut,
 }
 
@@ -27,37 +29,24 @@ pub enum Committed {
 const CHECKS_PER_TIMEOUT: u32 = 20;
 
 impl LogPipe {
-    /// Wait until `position` is acknowledged. False if the log has stopped.
-    pub async fn wait_acked(&self, rx: &mut watch::Receiver<u64>, position: u64) -> bool {
-        // Register first, then look: a writer that advances the position after
-        // this look sees the registration and sends.
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        let done = self.acked.load(Ordering::SeqCst) >= position
-            || (rx
-                .wait_for(|&a| a >= position || self.closed.load(Ordering::SeqCst))
-                .await
-                .is_ok()
-                && self.acked.load(Ordering::SeqCst) >= position);
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
-        done
-    }
-
-    /// For a replicated pipe: wait until `position` is committed, the pipe is
-    /// closed, or the commit timeout has passed since it was proposed with no
-    /// commit (told by [`LogPipe::relay_acks`], which checks every proposal's
-    /// age: one timer for all the waits rather than one each).
-    pub async fn wait_committed(&self, rx: &mut watch::Receiver<u64>, position: u64) -> Committed {
+    /// Wait until `position` is acknowledged, the pipe is closed, or (a
+    /// replicated pipe) the commit timeout has passed since it was proposed
+    /// with no commit (told by [`LogPipe::relay_acks`], which checks every
+    /// proposal's age: one timer for all the waits rather than one each).
+    pub async fn wait_acked(&self, rx: &mut watch::Receiver<u64>, position: u64) -> Acked {
         let done = |acked: u64| {
             if acked >= position {
-                Some(Committed::Yes)
+                Some(Acked::Yes)
             } else if self.closed.load(Ordering::SeqCst) {
-                Some(Committed::Closed)
+                Some(Acked::Closed)
             } else if self.expired.load(Ordering::SeqCst) >= position {
-                Some(Committed::TimedOut)
+                Some(Acked::TimedOut)
             } else {
                 None
             }
         };
+        // Register first, then look: a writer that advances the position after
+        // this look sees the registration and sends.
         self.waiters.fetch_add(1, Ordering::SeqCst);
         let mut outcome = done(self.acked.load(Ordering::SeqCst));
         if outcome.is_none() {
@@ -66,11 +55,11 @@ impl LogPipe {
                 .await;
             outcome = match woken {
                 Ok(_) => done(self.acked.load(Ordering::SeqCst)),
-                Err(_) => Some(Committed::Closed),
+                Err(_) => Some(Acked::Closed),
             };
         }
         self.waiters.fetch_sub(1, Ordering::SeqCst);
-        outcome.unwrap_or(Committed::Closed)
+        outcome.unwrap_or(Acked::Closed)
     }
 
     /// No position is acknowledged any more (a cluster leader's term has ended):
@@ -119,7 +108,7 @@ impl LogPipe {
     /// It also gives up on proposals not committed within the commit timeout:
     /// a few times per timeout it notes the highest position proposed so far,
     /// and once a noted position is a timeout old and still not committed,
-    /// every wait for it or an earlier one ends ([`Committed::TimedOut`]).
+    /// every wait for it or an earlier one ends ([`Acked::TimedOut`]).
     pub async fn relay_acks(&self) {
         let Some(relay) = &self.relay else { return };
         let limit = self.commit_timeout();
@@ -135,8 +124,7 @@ impl LogPipe {
             tokio::select! {
                 () = relay.notified() => {}
                 now = ticks.tick(), if limit.is_some() => {
-                    let limit = limit.unwrap_or(Duration::MAX);
-                    if !self.expire(&mut noted, now, limit) {
+                    if !limit.is_some_and(|l| self.expire(&mut noted, now, l)) {
                         continue;
                     }
                 }
