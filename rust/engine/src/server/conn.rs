@@ -28,6 +28,7 @@ use crate::stats;
 use crate::store::session::Replay;
 use crate::store::{ConnId, Delivery, PutRefused, ReserveOutcome, Store};
 use crate::wal::pipe::Acked;
+use crate::wal::session::Kept;
 
 /// Stop applying commands once this much output is pending, write it, then go on:
 /// a client pipelining many large peeks cannot make the server buffer without bound.
@@ -520,12 +521,14 @@ impl Conn {
         if self.out.len() <= s.mark {
             return;
         }
-        let mut reply = self.out.tail(s.mark);
-        if reply.starts_with(b"RESERVED ") {
-            if let Some(end) = memchr::memmem::find(&reply, b"\r\n") {
-                reply.truncate(end + 2);
+        let reply = match self.out.text_tail(s.mark) {
+            Some(text) => Kept::new(&text[..recorded_len(text)]),
+            None => {
+                let mut reply = self.out.tail(s.mark);
+                reply.truncate(recorded_len(&reply));
+                Kept::from_vec(reply)
             }
-        }
+        };
         s.answered += 1;
         s.mark = self.out.len();
         if let Some(c) = s.carry.as_mut() {
@@ -985,6 +988,17 @@ fn encode_delivery(out: &mut Out, d: &Delivery) {
         Delivery::DeadlineSoon => out.extend(proto::DEADLINE_SOON),
         Delivery::TimedOut => out.extend(proto::TIMED_OUT),
     }
+}
+
+/// How much of a session's reply is recorded: a reservation's first line
+/// (the job holds its body), any other reply whole.
+fn recorded_len(reply: &[u8]) -> usize {
+    if reply.starts_with(b"RESERVED ") {
+        if let Some(end) = memchr::memmem::find(reply, b"\r\n") {
+            return end + 2;
+        }
+    }
+    reply.len()
 }
 
 #[cfg(test)]

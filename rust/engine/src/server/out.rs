@@ -59,6 +59,16 @@ impl Out {
         }
     }
 
+    /// The output from byte `from` on, if it is all in the text buffer (no body
+    /// by reference after it): a session's reply to record, without a copy.
+    pub fn text_tail(&self, from: usize) -> Option<&[u8]> {
+        match self.bodies.last() {
+            Some(&(at, _)) if from < at + self.body_bytes => None,
+            Some(_) => self.buf.get(from - self.body_bytes..),
+            None => self.buf.get(from..),
+        }
+    }
+
     /// A copy of the output from byte `from` on (a session's reply, to record).
     pub fn tail(&self, from: usize) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len().saturating_sub(from));
@@ -182,6 +192,25 @@ mod tests {
         want.extend(b"Bz\r\n");
         assert_eq!(joined, want);
         assert_eq!(out.len(), want.len());
+    }
+
+    #[test]
+    fn a_text_tail_is_the_tail_when_no_body_by_reference_is_in_it() {
+        let mut out = Out::default();
+        out.extend(b"INSERTED 1\r\n");
+        assert_eq!(out.text_tail(0), Some(&b"INSERTED 1\r\n"[..]));
+        out.extend(b"RESERVED 2 2048\r\n");
+        let mark = out.len();
+        out.body(&Bytes::from(vec![b'x'; BY_REF_MIN]));
+        assert_eq!(out.text_tail(mark), None, "a body by reference");
+        let after = out.len();
+        out.extend(b"DELETED\r\n");
+        assert_eq!(out.text_tail(after), Some(&b"DELETED\r\n"[..]));
+        for from in 0..out.len() {
+            if let Some(text) = out.text_tail(from) {
+                assert_eq!(text, out.tail(from), "from {from}");
+            }
+        }
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@
 
 use super::job::{Job, JobCounters, JobState};
 use super::log::StoreLog;
-use super::{PutRefused, Store, SECOND};
+use super::{ConnId, PutRefused, Store, SECOND};
 use crate::wal::decode::JobRef;
 use crate::wal::format::{job_record_len, JobFields, Record, StoredState, RELEASE_RECORD_LEN};
 use crate::wal::recover::{Recovered, RecoveredJob};
@@ -277,16 +277,22 @@ impl Store {
             },
             tube: &self.tubes.get(job.tube).name,
             body: &job.body[..job.body_len()],
+            put_by: None,
         })
     }
 
     /// A new job (called before it is placed in a queue, so its state is ready; a
     /// delayed put is stored with its ready time).
-    pub(super) fn journal_put(&mut self, slot: u32, now: u64) {
+    pub(super) fn journal_put(&mut self, slot: u32, conn: ConnId, now: u64) {
+        if self.log.is_none() {
+            return;
+        }
+        let put_by = self.put_by(conn);
         let Some(mut log) = self.log.take() else {
             return;
         };
         if let Some(mut rec) = self.snapshot(slot, &log) {
+            rec.put_by = put_by;
             let f = &mut rec.fields;
             if f.delay > 0 {
                 f.state = StoredState::Delayed;

@@ -152,7 +152,7 @@ impl Store {
             home: 0,
             state: JobState::Ready,
         });
-        self.journal_put(slot, now);
+        self.journal_put(slot, conn, now);
         self.emit(EventKind::Put, slot);
         if delay > 0 {
             self.make_delayed(slot, now + u64::from(delay) * SECOND);

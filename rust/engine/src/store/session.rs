@@ -23,7 +23,7 @@ use super::job::JobState;
 use super::timers::Timer;
 use super::{ConnId, Store, Wakeup, SECOND};
 use crate::wal::format::Record;
-use crate::wal::session::{SessionReplies, REPLIES_KEPT};
+use crate::wal::session::{Kept, SessionReplies, REPLIES_KEPT};
 
 /// A session's state in the store.
 #[derive(Debug, Default)]
@@ -35,7 +35,10 @@ pub struct Session {
     pub replies: SessionReplies,
     /// Replies of answered commands after the recorded ones, not yet journaled
     /// (the last `pending.len()` commands up to `seq`).
-    pub pending: VecDeque<Vec<u8>>,
+    pub pending: VecDeque<Kept>,
+    /// The number of the command whose reply its put's job record records
+    /// (see [`Store::put_by`]; 0 if none).
+    pub implied: u64,
     /// While detached: the sequence its expiry timer names.
     pub detached: Option<u64>,
     /// Jobs it reserved: (job id, the reserving command's number), for the hold
@@ -155,6 +158,7 @@ impl Store {
                 s.detached = None;
                 s.seq = acked;
                 s.pending.clear();
+                s.implied = 0;
                 s.replies.last()
             }
             None => 0,
@@ -207,7 +211,7 @@ impl Store {
             }
         }
         let reply = s.replies.reply(seq)?;
-        if reply.starts_with(b"RESERVED ") {
+        if reply.is_reserved() {
             // A reservation whose job the session no longer holds (its TTR ran
             // out): the client never saw it, so the reserve runs again.
             return None;
@@ -225,12 +229,18 @@ impl Store {
 
     /// The session's next command was answered with `reply` (for a reservation,
     /// its first line).
-    pub fn note_reply(&mut self, conn: ConnId, reply: Vec<u8>) {
+    pub fn note_reply(&mut self, conn: ConnId, reply: Kept) {
         let Some(s) = self.session_mut(conn) else {
             return;
         };
         s.seq += 1;
         if s.seq <= s.replies.last() {
+            return;
+        }
+        if s.seq == s.implied {
+            // Recorded by the job record its put made, after the replies
+            // before it.
+            s.replies.push(s.seq, reply);
             return;
         }
         s.pending.push_back(reply);
@@ -255,7 +265,7 @@ impl Store {
         let mut pending = std::mem::take(&mut s.pending);
         if let Some(log) = self.log.as_mut() {
             for (i, reply) in pending.iter().enumerate() {
-                log.append_outcome(owner, first + i as u64, reply);
+                reply.with_bytes(|b| log.append_outcome(owner, first + i as u64, b));
             }
         }
         if let Some(s) = self.session_mut(conn) {
@@ -264,6 +274,21 @@ impl Store {
             }
             s.pending = pending;
         }
+    }
+
+    /// The session and command number a put by `conn` journals its job
+    /// record with, if `conn` is a session's (a replicated cluster's leader):
+    /// that record then records the put's reply, `INSERTED id`, in place of
+    /// an outcome record. The replies noted before it are journaled first, so
+    /// that the recorded ones stay one unbroken run.
+    pub(super) fn put_by(&mut self, conn: ConnId) -> Option<(u64, u64)> {
+        if !self.sessions_on {
+            return None;
+        }
+        self.record_replies(conn);
+        let s = self.session_mut(conn)?;
+        s.implied = s.seq + 1;
+        Some((s.owner, s.implied))
     }
 
     /// A job was just given to `conn` (`touched`: its TTR restarted instead):

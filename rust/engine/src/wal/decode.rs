@@ -6,7 +6,7 @@ pub use super::format::JobRef;
 use super::format::{
     checksum, job_record_len, DecodeError, JobFields, Reader, Record, StoredState, BURY_RECORD_LEN,
     DELETE_RECORD_LEN, FRAME_LEN, HOLD_RECORD_LEN, ID_LIMIT, JOB_FIXED_LEN, MAX_OUTCOME_REPLY,
-    MAX_RECORD, RELEASE_RECORD_LEN,
+    MAX_RECORD, PUT_BY_LEN, RELEASE_RECORD_LEN,
 };
 
 /// A record decoded without copying: replay copies a job's body only once, into
@@ -61,7 +61,7 @@ impl RecordRef<'_> {
         }
         let mut r = Reader(&body[1..]);
         let record = match body[0] {
-            1 => {
+            kind @ (1 | 14) => {
                 // Fields are read in the order they are written.
                 let fields = JobFields {
                     id: r.u64()?,
@@ -88,7 +88,17 @@ impl RecordRef<'_> {
                 let tube = r.take(tube_len)?;
                 let body_len = r.u32()? as usize;
                 let body = r.take(body_len)?;
-                RecordRef::Job(JobRef { fields, tube, body })
+                let put_by = if kind == 14 {
+                    Some((r.u64()?, r.u64()?))
+                } else {
+                    None
+                };
+                RecordRef::Job(JobRef {
+                    fields,
+                    tube,
+                    body,
+                    put_by,
+                })
             }
             2 => RecordRef::Change(Record::Reserve { id: r.u64()? }),
             3 => RecordRef::Change(Record::Release {
@@ -194,7 +204,7 @@ impl RecordRef<'_> {
                 .is_some_and(|n| n <= MAX_OUTCOME_REPLY && total == FRAME_LEN + 21 + n),
             // A pause: delay, until, then its tube's length and name.
             13 => u16_at(FRAME_LEN + 13).is_some_and(|n| total == FRAME_LEN + 15 + n),
-            1 => {
+            kind @ (1 | 14) => {
                 let Some(&[t0, t1]) = record.get(JOB_FIXED_LEN - 2..JOB_FIXED_LEN) else {
                     return false;
                 };
@@ -204,7 +214,8 @@ impl RecordRef<'_> {
                     return false;
                 };
                 let body = u32::from_le_bytes([b0, b1, b2, b3]) as usize;
-                total.checked_sub(job_record_len(tube, 0)) == Some(body)
+                let by = if kind == 14 { PUT_BY_LEN } else { 0 };
+                total.checked_sub(job_record_len(tube, 0) + by) == Some(body)
             }
             _ => false,
         }
@@ -250,6 +261,20 @@ mod tests {
 
     #[test]
     fn every_kind_of_record_has_the_shape_and_a_cut_one_not() {
+        let put = job(b"tube", b"body");
+        let Record::Job(put) = &put else {
+            unreachable!()
+        };
+        let put = JobRef {
+            put_by: Some((1, 2)),
+            ..put.as_ref()
+        };
+        let mut buf = Vec::new();
+        let n = put.encode(&mut buf);
+        assert!(RecordRef::has_shape(&buf));
+        assert!(!RecordRef::has_shape(&buf[..n - 1]));
+        buf[FRAME_LEN] = 1;
+        assert!(!RecordRef::has_shape(&buf), "a put's length as a job");
         let records = [
             job(b"", b""),
             job(b"tube", &[0u8; 300]),
@@ -298,15 +323,15 @@ mod tests {
             let n = r.encode(&mut buf);
             assert!(RecordRef::has_shape(&buf), "{r:?}");
             assert!(!RecordRef::has_shape(&buf[..n - 1]), "{r:?} cut");
-            buf[FRAME_LEN] = 14;
-            assert!(!RecordRef::has_shape(&buf), "{r:?} with kind 14");
+            buf[FRAME_LEN] = 15;
+            assert!(!RecordRef::has_shape(&buf), "{r:?} with kind 15");
         }
     }
 
     proptest! {
         #[test]
         fn whatever_decodes_has_the_shape(
-            kind in 1..15u8,
+            kind in 1..16u8,
             len in 0..120u32,
             tail in proptest::collection::vec(any::<u8>(), 0..140),
             seal in any::<bool>(),

@@ -36,6 +36,7 @@
 //! | 11   | outcome | owner u64, seq u64, reply_len u32, reply: the reply a session's command got |
 //! | 12   | end     | owner u64: the session ended |
 //! | 13   | pause   | delay u32 (s), until i64 (wall ns; 0: not paused), tube_len u16, tube |
+//! | 14   | put     | a `job` payload, then owner u64 (session), seq u64: the job its session's command `seq` put; its reply, `INSERTED id`, is implied |
 //!
 //! A `job` record is a full snapshot: written by put, and again when compaction
 //! moves a live job out of an old segment. The other kinds change one job. Replay
@@ -240,6 +241,7 @@ impl JobRecord {
             fields: self.fields,
             tube: &self.tube,
             body: &self.body,
+            put_by: None,
         }
     }
 }
@@ -249,11 +251,13 @@ impl JobRef<'_> {
     /// ([`job_record_len`]). The only encoder of job snapshots: the store encodes
     /// from its own tube name and body without copying them first.
     pub fn encode(&self, out: &mut Vec<u8>) -> usize {
-        let len = job_record_len(self.tube.len(), self.body.len());
+        let by = if self.put_by.is_some() { PUT_BY_LEN } else { 0 };
+        let len = job_record_len(self.tube.len(), self.body.len()) + by;
         out.reserve(len);
         let start = out.len();
         let f = &self.fields;
-        let fixed = Fields::<JOB_FIXED_LEN>::new(1)
+        let kind = if self.put_by.is_some() { 14 } else { 1 };
+        let fixed = Fields::<JOB_FIXED_LEN>::new(kind)
             .u64(f.id)
             .u32(f.pri)
             .u32(f.delay)
@@ -273,6 +277,10 @@ impl JobRef<'_> {
         out.extend_from_slice(self.tube);
         out.extend_from_slice(&(self.body.len() as u32).to_le_bytes());
         out.extend_from_slice(self.body);
+        if let Some((owner, seq)) = self.put_by {
+            out.extend_from_slice(&owner.to_le_bytes());
+            out.extend_from_slice(&seq.to_le_bytes());
+        }
         seal(&mut out[start..])
     }
 }
@@ -374,6 +382,9 @@ pub(super) const HOLD_RECORD_LEN: usize = FRAME_LEN + 1 + 8 * 4;
 pub const MAX_OUTCOME_REPLY: usize = 1 << 20;
 
 /// Length on disk of a job snapshot for this tube and body length.
+/// What a `put` record adds to a `job` record: its session and command.
+pub const PUT_BY_LEN: usize = 16;
+
 pub fn job_record_len(tube_len: usize, body_len: usize) -> usize {
     JOB_FIXED_LEN + tube_len + 4 + body_len
 }
@@ -485,6 +496,10 @@ pub struct JobRef<'a> {
     pub fields: JobFields,
     pub tube: &'a [u8],
     pub body: &'a [u8],
+    /// The session and command that put the job, in a replicated cluster's
+    /// log (a `put` record): the record stands for that command's reply too.
+    /// Not kept in a [`JobRecord`].
+    pub put_by: Option<(u64, u64)>,
 }
 
 impl JobRef<'_> {
@@ -722,6 +737,32 @@ mod tests {
             assert_eq!(n, job_record_len(tube.len(), body.len()));
             assert_eq!(RecordRef::decode(&buf), Ok(Some((RecordRef::Job(j), n))));
         }
+    }
+
+    #[test]
+    fn a_put_record_is_a_job_record_with_its_session_and_command() {
+        let owned = job();
+        let put = JobRef {
+            put_by: Some((9, 42)),
+            ..owned.as_ref()
+        };
+        let mut buf = Vec::new();
+        let n = put.encode(&mut buf);
+        assert_eq!(n, buf.len());
+        assert_eq!(n, job_record_len(3 + 7, 6) + PUT_BY_LEN);
+        assert_eq!(buf[FRAME_LEN], 14);
+        assert!(RecordRef::has_shape(&buf));
+        assert_eq!(RecordRef::decode(&buf), Ok(Some((RecordRef::Job(put), n))));
+        // Owned, it is the job alone.
+        assert_eq!(Record::decode(&buf), Ok(Some((Record::Job(owned), n))));
+        // Its session's fields are sealed like the rest.
+        for cut in [n - 1, n - PUT_BY_LEN] {
+            assert!(!RecordRef::has_shape(&buf[..cut]));
+            assert!(!matches!(RecordRef::decode(&buf[..cut]), Ok(Some(_))));
+        }
+        let mut bad = buf.clone();
+        bad[n - 1] ^= 1;
+        assert_eq!(RecordRef::decode(&bad), Err(DecodeError::Checksum));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use super::format::StoredState;
 use super::format::{DecodeError, Header, Record, HEADER_LEN};
 use super::live::LiveJobs;
 use super::recover::Recovered;
-use super::session::Sessions;
+use super::session::{Kept, Sessions};
 
 /// Why bytes handed to a replica are not a run of records or a snapshot image.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -89,7 +89,7 @@ impl Replica {
         // moved there as decoded.
         let record = match record {
             RecordRef::Change(Record::Outcome { owner, seq, reply }) => {
-                self.sessions.outcome(owner, seq, reply);
+                self.sessions.outcome(owner, seq, Kept::from_vec(reply));
                 return;
             }
             other => other,
@@ -100,6 +100,10 @@ impl Replica {
             }
             RecordRef::Job(job) => {
                 self.next_id = self.next_id.max(job.fields.id + 1);
+                if let Some((owner, seq)) = job.put_by {
+                    self.sessions
+                        .outcome(owner, seq, Kept::Inserted(job.fields.id));
+                }
             }
             RecordRef::Change(Record::Pause { tube, delay, until }) => {
                 if *until == 0 {
@@ -151,6 +155,7 @@ impl Replica {
             fields: job.fields,
             tube,
             body: job.body(),
+            put_by: None,
         })
     }
 

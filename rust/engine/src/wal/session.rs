@@ -1,6 +1,6 @@
 //! Sessions in a replicated cluster's state: which forwarded client connection
 //! holds which reserved job until when, and the replies of each connection's last
-//! commands (record kinds 9 to 12, `format.rs`).
+//! commands (record kinds 9 to 12 and 14, `format.rs`).
 //!
 //! A follower forwards a client's commands to the leader as a session, numbering
 //! them 1, 2, 3... When the leader changes, the follower attaches the session to
@@ -12,11 +12,14 @@
 //! one that changed anything, so the recorded commands of a session are always
 //! one unbroken run of numbers, of which the last [`REPLIES_KEPT`] are kept: a
 //! command numbered at most the last recorded one is answered from its reply,
-//! one after it runs as new.
+//! one after it runs as new. A put's reply (`INSERTED id`) is recorded by its
+//! job record, which then names the session and command (a `put` record, kind
+//! 14), after the replies noted before it; any other reply by an `outcome`
+//! record.
 
 use std::collections::{HashMap, VecDeque};
 
-use super::format::Record;
+use super::format::{encode_outcome, Record};
 
 /// Replies kept per session: a follower never has more commands of one session
 /// unanswered than this.
@@ -33,13 +36,99 @@ pub struct Held {
     pub seq: u64,
 }
 
+/// A recorded reply as kept. Most replies of a busy session are a put's
+/// `INSERTED id`: kept as the id alone, with nothing on the heap to make,
+/// keep or free for each (every node keeps the last [`REPLIES_KEPT`] of
+/// every session); any other reply as its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kept {
+    /// `INSERTED id\r\n`.
+    Inserted(u64),
+    Other(Box<[u8]>),
+}
+
+impl Kept {
+    /// Keep `reply`.
+    pub fn new(reply: &[u8]) -> Kept {
+        match inserted_id(reply) {
+            Some(id) => Kept::Inserted(id),
+            None => Kept::Other(reply.into()),
+        }
+    }
+
+    /// Keep `reply`, taking its bytes if they are kept as they are.
+    pub fn from_vec(reply: Vec<u8>) -> Kept {
+        match inserted_id(&reply) {
+            Some(id) => Kept::Inserted(id),
+            None => Kept::Other(reply.into_boxed_slice()),
+        }
+    }
+
+    /// `f` of the reply's bytes (a put's written on the stack).
+    pub fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        match self {
+            Kept::Inserted(id) => {
+                // "INSERTED ", at most 20 digits, CRLF.
+                let mut buf = [0u8; 31];
+                buf[..9].copy_from_slice(b"INSERTED ");
+                let mut digits = [0u8; 20];
+                let mut at = digits.len();
+                let mut n = *id;
+                loop {
+                    at -= 1;
+                    digits[at] = b'0' + (n % 10) as u8;
+                    n /= 10;
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let len = digits.len() - at;
+                buf[9..9 + len].copy_from_slice(&digits[at..]);
+                buf[9 + len..11 + len].copy_from_slice(b"\r\n");
+                f(&buf[..11 + len])
+            }
+            Kept::Other(bytes) => f(bytes),
+        }
+    }
+
+    /// Append the reply's bytes to `out`.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        self.with_bytes(|b| out.extend_from_slice(b));
+    }
+
+    /// The reply's bytes.
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.with_bytes(<[u8]>::to_vec)
+    }
+
+    /// Whether the reply is a reservation's.
+    pub fn is_reserved(&self) -> bool {
+        matches!(self, Kept::Other(b) if b.starts_with(b"RESERVED "))
+    }
+}
+
+/// The id of `INSERTED id\r\n` written as a put's reply is (decimal, no
+/// leading zero), so that the id written back gives the same bytes.
+fn inserted_id(reply: &[u8]) -> Option<u64> {
+    let digits = reply.strip_prefix(b"INSERTED ")?.strip_suffix(b"\r\n")?;
+    if digits.is_empty() || (digits[0] == b'0' && digits.len() > 1) {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
 /// A session's recorded replies: commands `first ..= first + len - 1`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionReplies {
     pub owner: u64,
     /// The number of the oldest kept reply (when `replies` is not empty).
     pub first: u64,
-    pub replies: VecDeque<Vec<u8>>,
+    pub replies: VecDeque<Kept>,
 }
 
 impl SessionReplies {
@@ -53,14 +142,14 @@ impl SessionReplies {
     }
 
     /// The recorded reply of command `seq`, if kept.
-    pub fn reply(&self, seq: u64) -> Option<&[u8]> {
+    pub fn reply(&self, seq: u64) -> Option<&Kept> {
         let at = seq.checked_sub(self.first)?;
-        self.replies.get(at as usize).map(Vec::as_slice)
+        self.replies.get(at as usize)
     }
 
     /// Record command `seq`'s reply. A number that does not follow the last one
     /// starts the run afresh there (older replies no longer apply).
-    pub fn push(&mut self, seq: u64, reply: Vec<u8>) {
+    pub fn push(&mut self, seq: u64, reply: Kept) {
         if self.replies.is_empty() || seq != self.last() + 1 {
             self.replies.clear();
             self.first = seq;
@@ -82,8 +171,8 @@ pub struct Sessions {
 
 impl Sessions {
     /// Session `owner`'s command `seq` was answered `reply` (an outcome
-    /// record, its reply moved here rather than copied).
-    pub fn outcome(&mut self, owner: u64, seq: u64, reply: Vec<u8>) {
+    /// record's).
+    pub fn outcome(&mut self, owner: u64, seq: u64, reply: Kept) {
         let s = self.replies.entry(owner).or_insert_with(|| SessionReplies {
             owner,
             ..SessionReplies::default()
@@ -122,7 +211,7 @@ impl Sessions {
                 owner,
                 seq,
                 ref reply,
-            } => self.outcome(owner, seq, reply.clone()),
+            } => self.outcome(owner, seq, Kept::new(reply)),
             Record::End { owner } => {
                 self.replies.remove(&owner);
                 self.held.retain(|_, h| h.owner != owner);
@@ -166,12 +255,7 @@ impl Sessions {
         }
         for s in self.replies() {
             for (i, reply) in s.replies.iter().enumerate() {
-                Record::Outcome {
-                    owner: s.owner,
-                    seq: s.first + i as u64,
-                    reply: reply.clone(),
-                }
-                .encode(out);
+                reply.with_bytes(|b| encode_outcome(out, s.owner, s.first + i as u64, b));
             }
         }
     }
@@ -186,17 +270,42 @@ mod tests {
         let mut s = SessionReplies::default();
         assert_eq!(s.last(), 0);
         for seq in 1..=(REPLIES_KEPT as u64 + 10) {
-            s.push(seq, seq.to_string().into_bytes());
+            s.push(seq, Kept::new(seq.to_string().as_bytes()));
         }
         assert_eq!(s.last(), REPLIES_KEPT as u64 + 10);
         assert_eq!(s.first, 11);
         assert_eq!(s.reply(10), None);
-        assert_eq!(s.reply(11), Some(&b"11"[..]));
+        assert_eq!(s.reply(11).map(Kept::to_vec), Some(b"11".to_vec()));
         assert_eq!(s.reply(s.last() + 1), None);
         // A gap starts afresh.
-        s.push(5000, b"x".to_vec());
+        s.push(5000, Kept::new(b"x"));
         assert_eq!((s.first, s.last()), (5000, 5000));
         assert_eq!(s.reply(11), None);
+    }
+
+    #[test]
+    fn a_kept_reply_gives_back_its_bytes() {
+        let replies: [&[u8]; 11] = [
+            b"INSERTED 1\r\n",
+            b"INSERTED 0\r\n",
+            b"INSERTED 18446744073709551615\r\n",
+            b"INSERTED 18446744073709551616\r\n",
+            b"INSERTED 007\r\n",
+            b"INSERTED \r\n",
+            b"INSERTED 12",
+            b"INSERTED 1x\r\n",
+            b"BURIED 5\r\n",
+            b"RESERVED 5 3\r\n",
+            b"",
+        ];
+        for reply in replies {
+            assert_eq!(Kept::new(reply).to_vec(), reply, "{reply:?}");
+            assert_eq!(Kept::from_vec(reply.to_vec()).to_vec(), reply);
+        }
+        assert_eq!(Kept::new(b"INSERTED 42\r\n"), Kept::Inserted(42));
+        assert!(matches!(Kept::new(b"INSERTED 007\r\n"), Kept::Other(_)));
+        assert!(Kept::new(b"RESERVED 5 3\r\n").is_reserved());
+        assert!(!Kept::new(b"INSERTED 5\r\n").is_reserved());
     }
 
     #[test]

@@ -7,8 +7,10 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::store::session::{AttachError, Replay};
+use crate::wal::decode::RecordRef;
 use crate::wal::replica::Replica;
 use crate::wal::replicate::{self, Replicate};
+use crate::wal::session::Kept;
 
 /// Collects what the store proposes.
 #[derive(Default)]
@@ -83,7 +85,7 @@ fn put_x(st: &mut Store, conn: ConnId, ttr: u32) -> u64 {
 
 /// One command of a session: `run` applies it, its reply is noted.
 fn noted(st: &mut Store, conn: ConnId, reply: &[u8]) {
-    st.note_reply(conn, reply.to_vec());
+    st.note_reply(conn, Kept::new(reply));
 }
 
 #[test]
@@ -141,6 +143,67 @@ fn a_session_keeps_its_job_and_its_replies_through_a_change_of_leader() {
     // was reserved on the first leader.
     assert!(b.delete(conn, id));
     ok(&b);
+}
+
+/// The kinds of the records in `bytes`, with a put's session and command.
+fn kinds(bytes: &[u8]) -> Vec<(u8, Option<(u64, u64)>)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Ok(Some((record, n))) = RecordRef::decode(&bytes[at..]) {
+        let by = match record {
+            RecordRef::Job(j) => j.put_by,
+            _ => None,
+        };
+        out.push((bytes[at + crate::wal::format::FRAME_LEN], by));
+        at += n;
+    }
+    assert_eq!(at, bytes.len());
+    out
+}
+
+#[test]
+fn a_put_is_recorded_by_its_job_record_after_the_replies_before_it() {
+    let mut replica = Replica::new();
+    let (mut a, sink) = leader(&replica, S);
+    let (conn, _) = attach(&mut a, 12, 0).unwrap();
+    // Command 1: use (changes nothing: noted, not recorded yet). Commands 2
+    // and 3: puts, in one pass.
+    a.use_tube(conn, b"mail");
+    noted(&mut a, conn, b"USING mail\r\n");
+    let id = put_x(&mut a, conn, 10);
+    noted(&mut a, conn, format!("INSERTED {id}\r\n").as_bytes());
+    let id2 = put_x(&mut a, conn, 10);
+    noted(&mut a, conn, format!("INSERTED {id2}\r\n").as_bytes());
+    a.record_replies(conn);
+    a.flush_log();
+    let bytes = std::mem::take(&mut *sink.0.lock().unwrap());
+    // The use's outcome, then two put records; no outcome for either put.
+    let outcome = 11;
+    assert_eq!(
+        kinds(&bytes),
+        [(outcome, None), (14, Some((12, 2))), (14, Some((12, 3)))]
+    );
+    replica.apply_run(&bytes).unwrap();
+
+    let (mut b, _) = leader(&replica, 2 * S);
+    let (conn, last) = attach(&mut b, 12, 0).unwrap();
+    assert_eq!(last, 3);
+    let replies: Vec<_> = (1..=4).map(|seq| b.replay(conn, seq)).collect();
+    assert_eq!(
+        replies,
+        [
+            Some(Replay::Reply(b"USING mail\r\n".to_vec())),
+            Some(Replay::Reply(format!("INSERTED {id}\r\n").into_bytes())),
+            Some(Replay::Reply(format!("INSERTED {id2}\r\n").into_bytes())),
+            None,
+        ]
+    );
+    // A connection that is not a session's puts plain job records.
+    let (other, _) = connect(&mut a);
+    put_x(&mut a, other, 10);
+    a.flush_log();
+    let bytes = std::mem::take(&mut *sink.0.lock().unwrap());
+    assert_eq!(kinds(&bytes), [(1, None)]);
 }
 
 #[test]
