@@ -19,7 +19,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::format::{encode_outcome, Record};
+use super::format::{encode_outcome, Record, ID_LIMIT};
 
 /// Replies kept per session: a follower never has more commands of one session
 /// unanswered than this.
@@ -108,56 +108,101 @@ impl Kept {
 }
 
 /// The id of `INSERTED id\r\n` written as a put's reply is (decimal, no
-/// leading zero), so that the id written back gives the same bytes.
+/// leading zero, an id a job can have), so that the id written back gives the
+/// same bytes.
 fn inserted_id(reply: &[u8]) -> Option<u64> {
     let digits = reply.strip_prefix(b"INSERTED ")?.strip_suffix(b"\r\n")?;
     if digits.is_empty() || (digits[0] == b'0' && digits.len() > 1) {
         return None;
     }
-    digits.iter().try_fold(0u64, |n, &d| {
+    let id = digits.iter().try_fold(0u64, |n, &d| {
         if !d.is_ascii_digit() {
             return None;
         }
         n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    })
+    })?;
+    (id < ID_LIMIT).then_some(id)
 }
 
+/// In [`SessionReplies::codes`]: the reply is in `others`.
+const OTHER: u64 = u64::MAX;
+
 /// A session's recorded replies: commands `first ..= first + len - 1`.
+///
+/// Kept as one number per command (a put's id, or [`OTHER`]) with the other
+/// replies beside them, so that recording a reply touches no older one: the
+/// oldest, dropped as each new one comes, is never read (it is cold by then,
+/// a few thousand replies of other sessions later, and reading it had been
+/// most of what recording a reply cost).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionReplies {
     pub owner: u64,
-    /// The number of the oldest kept reply (when `replies` is not empty).
+    /// The number of the oldest kept reply (when there is one).
     pub first: u64,
-    pub replies: VecDeque<Kept>,
+    codes: VecDeque<u64>,
+    /// The replies that are not a put's, by command number, oldest first.
+    others: VecDeque<(u64, Box<[u8]>)>,
 }
 
 impl SessionReplies {
+    /// No replies yet, of session `owner`.
+    pub fn new(owner: u64) -> SessionReplies {
+        SessionReplies {
+            owner,
+            ..SessionReplies::default()
+        }
+    }
+
     /// The number of the last recorded command (0 if none).
     pub fn last(&self) -> u64 {
-        if self.replies.is_empty() {
+        if self.codes.is_empty() {
             self.first.saturating_sub(1)
         } else {
-            self.first + self.replies.len() as u64 - 1
+            self.first + self.codes.len() as u64 - 1
         }
     }
 
     /// The recorded reply of command `seq`, if kept.
-    pub fn reply(&self, seq: u64) -> Option<&Kept> {
+    pub fn reply(&self, seq: u64) -> Option<Kept> {
         let at = seq.checked_sub(self.first)?;
-        self.replies.get(at as usize)
+        match *self.codes.get(at as usize)? {
+            OTHER => {
+                let i = self.others.partition_point(|&(s, _)| s < seq);
+                let (s, bytes) = self.others.get(i)?;
+                (*s == seq).then(|| Kept::Other(bytes.clone()))
+            }
+            id => Some(Kept::Inserted(id)),
+        }
+    }
+
+    /// The recorded replies, oldest first, with their command numbers.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, Kept)> + '_ {
+        (self.first..=self.last()).filter_map(|seq| Some((seq, self.reply(seq)?)))
     }
 
     /// Record command `seq`'s reply. A number that does not follow the last one
     /// starts the run afresh there (older replies no longer apply).
     pub fn push(&mut self, seq: u64, reply: Kept) {
-        if self.replies.is_empty() || seq != self.last() + 1 {
-            self.replies.clear();
+        if self.codes.is_empty() || seq != self.last() + 1 {
+            self.codes.clear();
+            self.others.clear();
             self.first = seq;
         }
-        self.replies.push_back(reply);
-        while self.replies.len() > REPLIES_KEPT {
-            self.replies.pop_front();
-            self.first += 1;
+        match reply {
+            // Ids are below 2^63: never OTHER.
+            Kept::Inserted(id) => self.codes.push_back(id),
+            Kept::Other(bytes) => {
+                self.codes.push_back(OTHER);
+                self.others.push_back((seq, bytes));
+            }
+        }
+        if self.codes.len() > REPLIES_KEPT {
+            let drop = self.codes.len() - REPLIES_KEPT;
+            self.codes.drain(..drop);
+            self.first += drop as u64;
+            while self.others.front().is_some_and(|&(s, _)| s < self.first) {
+                self.others.pop_front();
+            }
         }
     }
 }
@@ -173,10 +218,10 @@ impl Sessions {
     /// Session `owner`'s command `seq` was answered `reply` (an outcome
     /// record's).
     pub fn outcome(&mut self, owner: u64, seq: u64, reply: Kept) {
-        let s = self.replies.entry(owner).or_insert_with(|| SessionReplies {
-            owner,
-            ..SessionReplies::default()
-        });
+        let s = self
+            .replies
+            .entry(owner)
+            .or_insert_with(|| SessionReplies::new(owner));
         s.push(seq, reply);
     }
 
@@ -254,8 +299,8 @@ impl Sessions {
             .encode(out);
         }
         for s in self.replies() {
-            for (i, reply) in s.replies.iter().enumerate() {
-                reply.with_bytes(|b| encode_outcome(out, s.owner, s.first + i as u64, b));
+            for (seq, reply) in s.iter() {
+                reply.with_bytes(|b| encode_outcome(out, s.owner, seq, b));
             }
         }
     }
@@ -275,12 +320,50 @@ mod tests {
         assert_eq!(s.last(), REPLIES_KEPT as u64 + 10);
         assert_eq!(s.first, 11);
         assert_eq!(s.reply(10), None);
-        assert_eq!(s.reply(11).map(Kept::to_vec), Some(b"11".to_vec()));
+        assert_eq!(s.reply(11).map(|r| r.to_vec()), Some(b"11".to_vec()));
+        assert_eq!(s.iter().count(), REPLIES_KEPT);
         assert_eq!(s.reply(s.last() + 1), None);
         // A gap starts afresh.
         s.push(5000, Kept::new(b"x"));
         assert_eq!((s.first, s.last()), (5000, 5000));
         assert_eq!(s.reply(11), None);
+    }
+
+    #[test]
+    fn puts_and_other_replies_are_kept_side_by_side() {
+        let reply = |seq: u64| -> Vec<u8> {
+            match seq % 3 {
+                0 => format!("INSERTED {}\r\n", seq * 7).into_bytes(),
+                1 => format!("RESERVED {seq} 1\r\n").into_bytes(),
+                _ => b"DELETED\r\n".to_vec(),
+            }
+        };
+        let mut s = SessionReplies::new(4);
+        let end = 3 * REPLIES_KEPT as u64 + 2;
+        for seq in 1..=end {
+            s.push(seq, Kept::new(&reply(seq)));
+        }
+        assert_eq!(s.first, end + 1 - REPLIES_KEPT as u64);
+        for seq in s.first..=end {
+            assert_eq!(s.reply(seq).map(|r| r.to_vec()), Some(reply(seq)), "{seq}");
+        }
+        assert_eq!(s.reply(s.first - 1), None);
+        // Only the other replies of the kept commands are held beside them.
+        assert_eq!(
+            s.others.len(),
+            s.iter().filter(|(seq, _)| seq % 3 != 0).count()
+        );
+        assert!(s.others.iter().all(|&(seq, _)| seq >= s.first));
+        // The largest id a job can have is kept as an id, one past it as bytes.
+        let top = format!("INSERTED {}\r\n", ID_LIMIT - 1);
+        assert_eq!(Kept::new(top.as_bytes()), Kept::Inserted(ID_LIMIT - 1));
+        let past = format!("INSERTED {ID_LIMIT}\r\n");
+        assert!(matches!(Kept::new(past.as_bytes()), Kept::Other(_)));
+        s.push(end + 1, Kept::new(past.as_bytes()));
+        assert_eq!(
+            s.reply(end + 1).map(|r| r.to_vec()),
+            Some(past.into_bytes())
+        );
     }
 
     #[test]
