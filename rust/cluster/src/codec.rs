@@ -203,15 +203,33 @@ pub fn put_entry(out: &mut Vec<u8>, entry: &Entry) {
     }
 }
 
+/// The bytes [`put_entry`] appends for `entry`, about (exactly, for an
+/// entry of records).
+pub fn entry_len(entry: &Entry) -> usize {
+    // A log id's fields: term, node, index.
+    let id = 24;
+    match &entry.payload {
+        EntryPayload::Blank => id + 1,
+        EntryPayload::Normal(batch) => id + 1 + 8 + batch.records.len(),
+        EntryPayload::Membership(_) => id + 1 + 256,
+    }
+}
+
 /// An entry from exactly its bytes.
 pub fn entry(bytes: &[u8]) -> Result<Entry, CodecError> {
+    entry_with(bytes, Bytes::copy_from_slice)
+}
+
+/// [`entry`], its records made by `records` from their bytes (a copy, or a
+/// slice of the buffer they were read into).
+pub fn entry_with(bytes: &[u8], records: impl FnOnce(&[u8]) -> Bytes) -> Result<Entry, CodecError> {
     let mut r = Reader(bytes);
     let log_id = log_id_fields(&mut r)?;
     let payload = match r.u8()? {
         0 => EntryPayload::Blank,
         1 => {
             let at = r.i64()?;
-            let records = Bytes::copy_from_slice(r.0);
+            let records = records(r.0);
             r.0 = &[];
             EntryPayload::Normal(Batch { at, records })
         }

@@ -18,6 +18,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{AppendEntriesResponse, VoteResponse};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
@@ -247,6 +248,8 @@ async fn serve(
     let mut stream = BufReader::with_capacity(READ_BUFFER, stream);
     loop {
         let (kind, body) = next_frame(&mut stream, &config).await?;
+        // Shared: an append's entries keep slices of it, not copies.
+        let body = Bytes::from(body);
         let reply = match answer(&raft, hello.from, kind, &body, &hooks).await {
             Some(reply) => reply,
             // Not a request: the connection is of no use any more.
@@ -276,7 +279,7 @@ async fn answer(
     raft: &Raft,
     from: NodeId,
     kind: u8,
-    body: &[u8],
+    body: &Bytes,
     hooks: &Hooks,
 ) -> Option<Vec<u8>> {
     Some(match kind {

@@ -29,6 +29,7 @@
 use std::io;
 
 use anyerror::AnyError;
+use bytes::Bytes;
 use openraft::error::{Fatal, SnapshotMismatch};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
@@ -56,9 +57,18 @@ pub(super) const VERSION: u16 = 1;
 /// A frame's kind and body.
 pub type Frame = (u8, Vec<u8>);
 
+/// A frame's body is read this much at a time at most.
+const READ_STEP: usize = 64 << 10;
+
 /// Start a frame of `kind`: room for its length, filled in by [`finish`].
 pub fn start(kind: u8) -> Vec<u8> {
-    let mut out = vec![0; 4];
+    start_sized(kind, 0)
+}
+
+/// [`start`] with room for a frame of `size` bytes.
+fn start_sized(kind: u8, size: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(size.max(5));
+    out.extend_from_slice(&[0; 4]);
     out.push(kind);
     out
 }
@@ -81,10 +91,19 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> io::Resu
         ));
     }
     let kind = r.read_u8().await?;
-    let mut body = Vec::with_capacity((len - 1).min(64 << 10));
-    let got = r.take(len as u64 - 1).read_to_end(&mut body).await?;
-    if got != len - 1 {
-        return Err(io::ErrorKind::UnexpectedEof.into());
+    // Read into exactly its room, a step at a time (`read_to_end` doubled a
+    // full buffer to look for the end).
+    let want = len - 1;
+    let mut body = Vec::new();
+    while body.len() < want {
+        let step = (want - body.len()).min(READ_STEP);
+        body.reserve_exact(step);
+        let mut part = (&mut *r).take(step as u64);
+        while part.limit() > 0 {
+            if part.read_buf(&mut body).await? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
     }
     Ok((kind, body))
 }
@@ -159,7 +178,15 @@ pub fn read_refused(body: &[u8]) -> Result<String, CodecError> {
 }
 
 pub fn append(rpc: &AppendEntriesRequest<TypeConfig>) -> Vec<u8> {
-    let mut out = start(APPEND);
+    // Sized once: the entries' records are most of it (grown by doubling, the
+    // frame had cost the leader's Raft thread a copy and fresh pages or two).
+    let size = 128
+        + rpc
+            .entries
+            .iter()
+            .map(|e| 4 + codec::entry_len(e))
+            .sum::<usize>();
+    let mut out = start_sized(APPEND, size);
     codec::put_vote(&mut out, &rpc.vote);
     codec::put_log_id(&mut out, rpc.prev_log_id.as_ref());
     codec::put_log_id(&mut out, rpc.leader_commit.as_ref());
@@ -174,7 +201,9 @@ pub fn append(rpc: &AppendEntriesRequest<TypeConfig>) -> Vec<u8> {
     finish(out)
 }
 
-pub fn read_append(body: &[u8]) -> Result<AppendEntriesRequest<TypeConfig>, CodecError> {
+/// An append request from its frame's body; the entries' records are slices
+/// of the body, not copies.
+pub fn read_append(body: &Bytes) -> Result<AppendEntriesRequest<TypeConfig>, CodecError> {
     let mut r = Reader(body);
     let vote = codec::vote(&mut r)?;
     let prev_log_id = codec::log_id(&mut r)?;
@@ -183,7 +212,8 @@ pub fn read_append(body: &[u8]) -> Result<AppendEntriesRequest<TypeConfig>, Code
     let mut entries = Vec::new();
     for _ in 0..r.u32()? {
         let len = r.u32()? as usize;
-        entries.push(codec::entry(r.take(len)?)?);
+        let bytes = r.take(len)?;
+        entries.push(codec::entry_with(bytes, |records| body.slice_ref(records))?);
     }
     r.end()?;
     Ok(AppendEntriesRequest {
@@ -413,12 +443,44 @@ mod tests {
         let frame = append(&rpc);
         let (kind, body) = block_on(read_frame(&mut &frame[..], 1 << 20)).expect("a frame");
         assert_eq!(kind, APPEND);
-        let back = read_append(&body).expect("decodes");
-        assert_eq!(format!("{back:?}"), format!("{rpc:?}"));
-        assert!(read_append(&body[..body.len() - 1]).is_err());
+        assert_eq!(body.capacity(), body.len(), "read into exactly its room");
         let mut padded = body.clone();
         padded.push(0);
-        assert_eq!(read_append(&padded).err(), Some(CodecError::Trailing(1)));
+        let body = Bytes::from(body);
+        let back = read_append(&body).expect("decodes");
+        assert_eq!(format!("{back:?}"), format!("{rpc:?}"));
+        // The records are the frame's own bytes.
+        let EntryPayload::Normal(batch) = &back.entries[1].payload else {
+            panic!("not the records")
+        };
+        let within = body.as_ptr_range();
+        assert!(within.contains(&batch.records.as_ptr()));
+        assert!(read_append(&body.slice(..body.len() - 1)).is_err());
+        assert_eq!(
+            read_append(&Bytes::from(padded)).err(),
+            Some(CodecError::Trailing(1))
+        );
+        // The frame was made in one allocation of its size or a little more.
+        assert!(frame.capacity() - frame.len() < 256, "{}", frame.capacity());
+    }
+
+    #[test]
+    fn a_frame_larger_than_a_read_step_is_read_whole() {
+        let records = Bytes::from((0..3 * READ_STEP + 7).map(|i| i as u8).collect::<Vec<u8>>());
+        let rpc = AppendEntriesRequest::<TypeConfig> {
+            vote: Vote::new_committed(3, 1),
+            prev_log_id: None,
+            entries: vec![Entry {
+                log_id: LogId::new(CommittedLeaderId::new(3, 1), 1),
+                payload: EntryPayload::Normal(Batch { at: 1, records }),
+            }],
+            leader_commit: None,
+        };
+        let frame = append(&rpc);
+        let (_, body) = block_on(read_frame(&mut &frame[..], 1 << 20)).expect("a frame");
+        let back = read_append(&Bytes::from(body)).expect("decodes");
+        assert_eq!(format!("{back:?}"), format!("{rpc:?}"));
+        assert!(block_on(read_frame(&mut &frame[..frame.len() - 1], 1 << 20)).is_err());
     }
 
     #[test]

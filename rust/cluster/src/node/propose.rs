@@ -203,6 +203,8 @@ pub async fn run(
     // A semaphore: each entry in flight holds a permit until its answer, and the
     // loop waits for one before it takes the queued passes.
     let in_flight = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
+    // The passes an entry takes after its first, kept for their room.
+    let mut more = Vec::new();
     loop {
         let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
             return;
@@ -220,14 +222,26 @@ pub async fn run(
             let _ = in_flight.acquire_many(all).await;
             return;
         };
-        while records.len() < ENTRY_BYTES_MAX {
+        let mut size = records.len();
+        while size < ENTRY_BYTES_MAX {
             match rx.try_recv() {
-                Ok((more, e)) => {
-                    records.extend_from_slice(&more);
+                Ok((pass, e)) => {
+                    size += pass.len();
+                    more.push(pass);
                     end = e;
                 }
                 Err(_) => break,
             }
+        }
+        if !more.is_empty() {
+            // Joined in one buffer of their size (grown pass by pass, it had
+            // been copied and given fresh pages again and again).
+            let mut all = Vec::with_capacity(size);
+            all.extend_from_slice(&records);
+            for pass in more.drain(..) {
+                all.extend_from_slice(&pass);
+            }
+            records = all;
         }
         clock = clock.max(wall_now());
         let batch = Batch {
