@@ -54,7 +54,14 @@ fn arg(buf: &mut Vec<u8>, n: u64) {
 /// Append `n` in decimal, without going through `fmt`: the client's command lines
 /// and the server's replies (`INSERTED 7`) both write their numbers with it.
 #[inline]
-pub fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+pub fn push_u64(buf: &mut Vec<u8>, n: u64) {
+    let (digits, at) = u64_digits(n);
+    buf.extend_from_slice(&digits[at..]);
+}
+
+/// The decimal digits of `n`: they are `digits[at..]` of `(digits, at)`.
+#[inline]
+pub fn u64_digits(mut n: u64) -> ([u8; 20], usize) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
@@ -66,7 +73,7 @@ pub fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
             break;
         }
     }
-    buf.extend_from_slice(&digits[i..]);
+    (digits, i)
 }
 
 impl<B> Command<'_, B> {

@@ -239,7 +239,8 @@ impl Store {
         }
         if s.seq == s.implied {
             // Recorded by the job record its put made, after the replies
-            // before it.
+            // before it (a put's reply is noted in the pass that made it).
+            debug_assert!(matches!(reply, Kept::Inserted(_)), "{reply:?}");
             s.replies.push(s.seq, reply);
             return;
         }

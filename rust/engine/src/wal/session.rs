@@ -20,6 +20,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::format::{encode_outcome, Record, ID_LIMIT};
+use crate::protocol::encode::u64_digits;
 
 /// Replies kept per session: a follower never has more commands of one session
 /// unanswered than this.
@@ -71,17 +72,7 @@ impl Kept {
                 // "INSERTED ", at most 20 digits, CRLF.
                 let mut buf = [0u8; 31];
                 buf[..9].copy_from_slice(b"INSERTED ");
-                let mut digits = [0u8; 20];
-                let mut at = digits.len();
-                let mut n = *id;
-                loop {
-                    at -= 1;
-                    digits[at] = b'0' + (n % 10) as u8;
-                    n /= 10;
-                    if n == 0 {
-                        break;
-                    }
-                }
+                let (digits, at) = u64_digits(*id);
                 let len = digits.len() - at;
                 buf[9..9 + len].copy_from_slice(&digits[at..]);
                 buf[9 + len..11 + len].copy_from_slice(b"\r\n");
