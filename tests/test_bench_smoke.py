@@ -322,7 +322,9 @@ def test_ab_compares_variants_of_beanpole(bench: Path, tmp_path: Path) -> None:
 
     def ab(*variants: str) -> subprocess.CompletedProcess[str]:
         cmd = [sys.executable, str(ROOT / "bench" / "ab.py"), "--rounds", "2"]
-        cmd += ["--load", "put --jobs 200 --connections 2", "--bench", str(bench)]
+        # Enough puts that each server's CPU time spans several of /proc's 10 ms
+        # ticks (with 200, a fast run of the first variant read 0, and no ratio).
+        cmd += ["--load", "put --jobs 5000 --connections 2", "--bench", str(bench)]
         cmd += ["--tmp", str(logs)]
         for v in variants:
             cmd += ["--variant", v]
