@@ -526,7 +526,7 @@ impl Conn {
             None => {
                 let mut reply = self.out.tail(s.mark);
                 reply.truncate(recorded_len(&reply));
-                Kept::from_vec(reply)
+                Kept::new(reply)
             }
         };
         s.answered += 1;

@@ -251,12 +251,15 @@ impl JobRef<'_> {
     /// ([`job_record_len`]). The only encoder of job snapshots: the store encodes
     /// from its own tube name and body without copying them first.
     pub fn encode(&self, out: &mut Vec<u8>) -> usize {
-        let by = if self.put_by.is_some() { PUT_BY_LEN } else { 0 };
+        // A `put` record (kind 14) is a `job` record (kind 1) and its session.
+        let (kind, by) = match self.put_by {
+            Some(_) => (14, PUT_BY_LEN),
+            None => (1, 0),
+        };
         let len = job_record_len(self.tube.len(), self.body.len()) + by;
         out.reserve(len);
         let start = out.len();
         let f = &self.fields;
-        let kind = if self.put_by.is_some() { 14 } else { 1 };
         let fixed = Fields::<JOB_FIXED_LEN>::new(kind)
             .u64(f.id)
             .u32(f.pri)
@@ -381,10 +384,10 @@ pub(super) const HOLD_RECORD_LEN: usize = FRAME_LEN + 1 + 8 * 4;
 /// The longest reply an outcome record keeps.
 pub const MAX_OUTCOME_REPLY: usize = 1 << 20;
 
-/// Length on disk of a job snapshot for this tube and body length.
 /// What a `put` record adds to a `job` record: its session and command.
 pub const PUT_BY_LEN: usize = 16;
 
+/// Length on disk of a job snapshot for this tube and body length.
 pub fn job_record_len(tube_len: usize, body_len: usize) -> usize {
     JOB_FIXED_LEN + tube_len + 4 + body_len
 }

@@ -89,7 +89,7 @@ impl Replica {
         // moved there as decoded.
         let record = match record {
             RecordRef::Change(Record::Outcome { owner, seq, reply }) => {
-                self.sessions.outcome(owner, seq, Kept::from_vec(reply));
+                self.sessions.outcome(owner, seq, Kept::new(reply));
                 return;
             }
             other => other,

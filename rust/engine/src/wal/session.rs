@@ -49,19 +49,12 @@ pub enum Kept {
 }
 
 impl Kept {
-    /// Keep `reply`.
-    pub fn new(reply: &[u8]) -> Kept {
-        match inserted_id(reply) {
+    /// Keep `reply` (a `Vec`'s bytes are taken, not copied, when kept as
+    /// they are).
+    pub fn new(reply: impl AsRef<[u8]> + Into<Box<[u8]>>) -> Kept {
+        match inserted_id(reply.as_ref()) {
             Some(id) => Kept::Inserted(id),
             None => Kept::Other(reply.into()),
-        }
-    }
-
-    /// Keep `reply`, taking its bytes if they are kept as they are.
-    pub fn from_vec(reply: Vec<u8>) -> Kept {
-        match inserted_id(&reply) {
-            Some(id) => Kept::Inserted(id),
-            None => Kept::Other(reply.into_boxed_slice()),
         }
     }
 
@@ -80,11 +73,6 @@ impl Kept {
             }
             Kept::Other(bytes) => f(bytes),
         }
-    }
-
-    /// Append the reply's bytes to `out`.
-    pub fn write(&self, out: &mut Vec<u8>) {
-        self.with_bytes(|b| out.extend_from_slice(b));
     }
 
     /// The reply's bytes.
@@ -247,7 +235,7 @@ impl Sessions {
                 owner,
                 seq,
                 ref reply,
-            } => self.outcome(owner, seq, Kept::new(reply)),
+            } => self.outcome(owner, seq, Kept::new(reply.as_slice())),
             Record::End { owner } => {
                 self.replies.remove(&owner);
                 self.held.retain(|_, h| h.owner != owner);
@@ -315,7 +303,7 @@ mod tests {
         assert_eq!(s.iter().count(), REPLIES_KEPT);
         assert_eq!(s.reply(s.last() + 1), None);
         // A gap starts afresh.
-        s.push(5000, Kept::new(b"x"));
+        s.push(5000, Kept::new(&b"x"[..]));
         assert_eq!((s.first, s.last()), (5000, 5000));
         assert_eq!(s.reply(11), None);
     }
@@ -332,7 +320,7 @@ mod tests {
         let mut s = SessionReplies::new(4);
         let end = 3 * REPLIES_KEPT as u64 + 2;
         for seq in 1..=end {
-            s.push(seq, Kept::new(&reply(seq)));
+            s.push(seq, Kept::new(reply(seq)));
         }
         assert_eq!(s.first, end + 1 - REPLIES_KEPT as u64);
         for seq in s.first..=end {
@@ -374,12 +362,15 @@ mod tests {
         ];
         for reply in replies {
             assert_eq!(Kept::new(reply).to_vec(), reply, "{reply:?}");
-            assert_eq!(Kept::from_vec(reply.to_vec()).to_vec(), reply);
+            assert_eq!(Kept::new(reply.to_vec()).to_vec(), reply);
         }
-        assert_eq!(Kept::new(b"INSERTED 42\r\n"), Kept::Inserted(42));
-        assert!(matches!(Kept::new(b"INSERTED 007\r\n"), Kept::Other(_)));
-        assert!(Kept::new(b"RESERVED 5 3\r\n").is_reserved());
-        assert!(!Kept::new(b"INSERTED 5\r\n").is_reserved());
+        assert_eq!(Kept::new(&b"INSERTED 42\r\n"[..]), Kept::Inserted(42));
+        assert!(matches!(
+            Kept::new(&b"INSERTED 007\r\n"[..]),
+            Kept::Other(_)
+        ));
+        assert!(Kept::new(&b"RESERVED 5 3\r\n"[..]).is_reserved());
+        assert!(!Kept::new(&b"INSERTED 5\r\n"[..]).is_reserved());
     }
 
     #[test]
