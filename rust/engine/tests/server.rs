@@ -8,7 +8,8 @@ use std::time::Duration;
 mod wire_util;
 
 use beanpole_engine::server::ServerHandle;
-use wire_util::{start_with, Client};
+use tokio::runtime::Runtime;
+use wire_util::{node_runtime, start_on, start_with, Client};
 
 /// A server with two workers (a multi-thread runtime).
 fn start() -> (ServerHandle, SocketAddr) {
@@ -137,10 +138,24 @@ fn garbage_never_kills_the_server() {
     assert!(c.cmd(b"put 0 0 1 2\r\nok\r\n").starts_with("INSERTED "));
 }
 
+/// A server of each kind a stop must end, named: on a current-thread runtime
+/// of its own, on a pool of two workers, and on a runtime shared with others,
+/// returned with it (the caller keeps it running past the stop).
+fn every_kind() -> Vec<(&'static str, ServerHandle, SocketAddr, Option<Runtime>)> {
+    let (one, one_addr) = start_with(1);
+    let (two, two_addr) = start_with(2);
+    let runtime = node_runtime();
+    let (shared, shared_addr) = start_on(runtime.handle().clone());
+    vec![
+        ("one thread", one, one_addr, None),
+        ("two threads", two, two_addr, None),
+        ("shared runtime", shared, shared_addr, Some(runtime)),
+    ]
+}
+
 #[test]
 fn stop_closes_connections_and_wait_returns() {
-    for threads in [1, 2] {
-        let (mut server, addr) = start_with(threads);
+    for (kind, mut server, addr, _runtime) in every_kind() {
         let mut blocked = Client::connect(addr);
         blocked.send(b"reserve\r\n");
         let mut idle = Client::connect(addr);
@@ -153,29 +168,42 @@ fn stop_closes_connections_and_wait_returns() {
         assert_eq!(probe.cmd(b"list-tube-used\r\n"), "USING default\r\n");
         assert!(!server.wait(Some(Duration::from_millis(10))));
         server.stop(Duration::from_secs(5));
-        assert!(server.wait(Some(Duration::ZERO)), "threads {threads}");
+        assert!(server.wait(Some(Duration::ZERO)), "{kind}");
         for c in [&mut blocked, &mut idle, &mut partial, &mut probe] {
-            assert_eq!(c.line(), "", "threads {threads}: closed without a reply");
+            assert_eq!(c.line(), "", "{kind}: closed without a reply");
         }
     }
 }
 
 #[test]
 fn stop_ends_a_connection_stuck_writing_to_a_client_that_never_reads() {
-    for threads in [1, 2] {
-        let (mut server, addr) = start_with(threads);
-        let (mut c, _greedy) = greedy_client(addr);
+    for (kind, mut server, addr, runtime) in every_kind() {
+        let (mut c, greedy) = greedy_client(addr);
+        let mut greedy = &greedy;
         // That connection's task waits for the socket to take more output and never
         // looks at the stop signal: stop gives up on it after the timeout and the
-        // runtime drops it.
+        // runtime drops it, or, on a shared runtime that goes on running, the
+        // task ends on being given up on.
         server.stop(Duration::from_millis(200));
-        assert!(server.wait(Some(Duration::ZERO)), "threads {threads}");
-        assert_eq!(c.line(), "", "threads {threads}");
+        assert!(server.wait(Some(Duration::ZERO)), "{kind}");
+        assert_eq!(c.line(), "", "{kind}");
+        // Its socket is closed, with its commands unread (a reset): its task was
+        // dropped, not left waiting.
+        let more = greedy.write_all(b"peek 1\r\n");
+        assert!(
+            more.as_ref().is_err_and(|e| matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            )),
+            "{kind}: the stuck connection is still open: {more:?}"
+        );
+        drop(runtime);
     }
 }
 
 /// Put a 60 KB job, then open a connection that asks for it over and over and
-/// never reads, until the server stops taking its commands (its output is full).
+/// never reads, until the server stops taking its commands (its output is full)
+/// and they fill the socket.
 /// Returns the connection that put the job and the greedy one.
 fn greedy_client(addr: std::net::SocketAddr) -> (Client, TcpStream) {
     let mut c = Client::connect(addr);
@@ -188,9 +216,12 @@ fn greedy_client(addr: std::net::SocketAddr) -> (Client, TcpStream) {
     greedy
         .set_write_timeout(Some(Duration::from_millis(500)))
         .expect("timeout");
+    // Until a write blocks: then the server has stopped reading this connection
+    // (its output is full) and has commands of it unread.
+    let peeks = b"peek 1\r\n".repeat(1024);
     let mut w = &greedy;
-    for _ in 0..2000 {
-        if w.write_all(b"peek 1\r\n").is_err() {
+    for _ in 0..8192 {
+        if w.write_all(&peeks).is_err() {
             break;
         }
     }

@@ -294,6 +294,9 @@ async fn start_term(leading: &Leading, term: u64, carrier: &Carrier) -> Option<S
     config.listen = Vec::new();
     config.listen_fds = vec![leading.client.as_raw_fd()];
     config.carrier = Some(carrier.clone());
+    // On Raft's runtime (this task's): the store's passes reach the proposer,
+    // and commits the waiting connections, without waking another thread.
+    config.runtime = Some(tokio::runtime::Handle::current());
     let started =
         tokio::task::spawn_blocking(move || ServerHandle::start_with_log(config, opened)).await;
     match started {

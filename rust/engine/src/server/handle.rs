@@ -1,4 +1,5 @@
-//! [`ServerHandle`]: a server running on its own tokio runtime, for embedding.
+//! [`ServerHandle`]: a server running on its own tokio runtime (or on one it is
+//! given, `ServerConfig::runtime`), for embedding.
 //!
 //! `start` returns once the socket is bound (so the caller can connect at once and
 //! learn the real port), `stop` ends it and waits, `wait` blocks until it ends.
@@ -33,7 +34,8 @@ pub struct ServerConfig {
     pub unix_mode: Option<u32>,
     pub max_job_size: u32,
     pub verbose: u8,
-    /// Worker threads; 0 means half the cores, at least one.
+    /// Worker threads; 0 means half the cores, at least one (none of its own
+    /// with `runtime`).
     pub threads: usize,
     /// The write-ahead log (`-b`), if any.
     pub log: Option<crate::wal::LogConfig>,
@@ -52,6 +54,9 @@ pub struct ServerConfig {
     /// With a replicated log (a cluster leader's): makes every client a session
     /// and takes the connections the server stops under (`carry.rs`).
     pub carrier: Option<super::Carrier>,
+    /// Serve on this runtime instead of one of the server's own (a cluster
+    /// leader's term server shares its node's Raft runtime: see `engine.rs`).
+    pub runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Default for ServerConfig {
@@ -69,6 +74,7 @@ impl Default for ServerConfig {
             max_memory: 0,
             session_grace: Duration::from_nanos(crate::store::session::SESSION_GRACE),
             carrier: None,
+            runtime: None,
         }
     }
 }
@@ -243,7 +249,10 @@ impl ServerHandle {
             }
             _ => None,
         };
-        let engine = Engine::new(worker_threads(config.threads)).map_err(ServerError::Runtime)?;
+        let engine = match &config.runtime {
+            Some(handle) => Engine::on(handle.clone()),
+            None => Engine::new(worker_threads(config.threads)).map_err(ServerError::Runtime)?,
+        };
         // The log comes first: a locked or corrupt directory fails the start before
         // anything listens.
         let mut log = match (&config.log, opened) {
@@ -265,6 +274,7 @@ impl ServerHandle {
             shared.carrier = config.carrier.clone();
         }
         shared.runtime = Some(engine.block_on(async { tokio::runtime::Handle::current() }));
+        shared.tasks = engine.tasks();
         shared.limits.set_max_connections(config.max_connections);
         shared.lock().set_max_memory(config.max_memory);
         let shared = Arc::new(shared);

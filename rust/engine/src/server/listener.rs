@@ -195,7 +195,7 @@ impl Drop for LiveGuard {
 fn spawn_conn<S: conn::Socket>(sock: S, shared: &Arc<Shared>) {
     shared.live.count.fetch_add(1, Ordering::AcqRel);
     let guard = LiveGuard(Arc::clone(shared));
-    tokio::spawn(async move {
+    shared.spawn(async move {
         conn::serve(sock, &guard.0).await;
         drop(guard);
     });
@@ -211,8 +211,8 @@ pub(super) fn spawn_session<S: conn::Socket>(
     greeting: Vec<u8>,
 ) {
     shared.live.count.fetch_add(1, Ordering::AcqRel);
-    let guard = LiveGuard(shared);
-    tokio::spawn(async move {
+    let guard = LiveGuard(Arc::clone(&shared));
+    shared.spawn(async move {
         conn::serve_as(stream, &guard.0, signal, id, Some((session, greeting))).await;
         drop(guard);
     });
@@ -225,8 +225,9 @@ fn spawn_tls(stream: tokio::net::TcpStream, shared: &Arc<Shared>) {
         // bind refuses a tls: listener without TLS settings; drop the connection.
         return;
     };
-    let shared = Arc::clone(shared);
-    tokio::spawn(async move {
+    let task_shared = Arc::clone(shared);
+    shared.spawn(async move {
+        let shared = task_shared;
         let Some(stream) = tls.handshake(stream, shared.verbose).await else {
             return;
         };

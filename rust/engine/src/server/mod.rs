@@ -88,6 +88,9 @@ pub struct Shared {
     /// A cluster leader's term server: its clients are sessions, carried to
     /// the next leader when the server stops under them (`carry.rs`).
     carrier: Option<Carrier>,
+    /// On a runtime shared with others (`engine.rs`): the server's tasks there,
+    /// which end when it is given up on.
+    tasks: Option<Arc<engine::Tasks>>,
 }
 
 /// Process facts that never change while the server runs.
@@ -157,6 +160,20 @@ impl Shared {
             limits: limits::Limits::default(),
             runtime: None,
             carrier: None,
+            tasks: None,
+        }
+    }
+
+    /// Spawn a task of this server's on the runtime it runs on. On a runtime of
+    /// its own, the runtime's end drops whatever is left; on a shared one the task
+    /// ends once the server is given up on.
+    pub(crate) fn spawn<F>(&self, task: F) -> tokio::task::JoinHandle<()>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match &self.tasks {
+            None => tokio::spawn(task),
+            Some(tasks) => tasks.spawn(task),
         }
     }
 
@@ -304,7 +321,7 @@ pub async fn run(
     shared: Arc<Shared>,
     shutdown: impl std::future::Future,
 ) {
-    let clock = tokio::spawn(clock::run(Arc::clone(&shared)));
+    let clock = shared.spawn(clock::run(Arc::clone(&shared)));
     // A cluster leader's commits reach the waiting connections from this
     // runtime (`LogPipe::acknowledge`).
     let relay = shared
@@ -313,7 +330,7 @@ pub async fn run(
         .filter(|pipe| pipe.is_replicated())
         .map(|pipe| {
             let pipe = Arc::clone(pipe);
-            tokio::spawn(async move { pipe.relay_acks().await })
+            shared.spawn(async move { pipe.relay_acks().await })
         });
     // A watch channel: every accept task waits on the same one change, and a task
     // that starts waiting after it was sent still sees it.
@@ -321,9 +338,10 @@ pub async fn run(
     let accepts: Vec<_> = listeners
         .into_iter()
         .map(|listener| {
-            let shared = Arc::clone(&shared);
+            let task_shared = Arc::clone(&shared);
             let mut accepting = accepting.clone();
-            tokio::spawn(async move {
+            shared.spawn(async move {
+                let shared = task_shared;
                 let stop = async move {
                     let _ = accepting.wait_for(|&stop| stop).await;
                 };

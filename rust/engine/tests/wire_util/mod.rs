@@ -12,11 +12,36 @@ use beanpole_engine::server::{BoundAddr, ListenAddr, ServerConfig, ServerHandle}
 /// A server with `threads` workers on 127.0.0.1 and a free port (1 runs on a
 /// current-thread runtime).
 pub fn start_with(threads: usize) -> (ServerHandle, SocketAddr) {
-    let config = ServerConfig {
+    start_config(ServerConfig { threads, ..local() })
+}
+
+/// A server on `runtime`, a runtime the caller keeps running (as a cluster
+/// node's term servers run on the node's Raft runtime).
+pub fn start_on(runtime: tokio::runtime::Handle) -> (ServerHandle, SocketAddr) {
+    start_config(ServerConfig {
+        runtime: Some(runtime),
+        ..local()
+    })
+}
+
+/// A runtime like a cluster node's Raft runtime: one worker thread.
+pub fn node_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The settings of a server on 127.0.0.1 and a free port.
+fn local() -> ServerConfig {
+    ServerConfig {
         listen: vec![ListenAddr::Tcp(([127, 0, 0, 1], 0).into())],
-        threads,
         ..ServerConfig::default()
-    };
+    }
+}
+
+fn start_config(config: ServerConfig) -> (ServerHandle, SocketAddr) {
     let handle = match ServerHandle::start(config) {
         Ok(h) => h,
         Err(e) => panic!("server did not start: {e}"),
