@@ -141,6 +141,14 @@ impl Engine {
         }
     }
 
+    /// The runtime's handle (for sessions handed over from other threads).
+    pub fn handle(&self) -> Handle {
+        match &self.runtime {
+            Kind::Own(runtime, _) => runtime.handle().clone(),
+            Kind::Borrowed(tasks) => tasks.handle.clone(),
+        }
+    }
+
     /// Run `f` in the runtime's context on the calling thread (for binding sockets
     /// before serving starts).
     pub fn block_on<F: Future>(&self, f: F) -> F::Output {

@@ -273,7 +273,7 @@ impl ServerHandle {
         if shared.replicated {
             shared.carrier = config.carrier.clone();
         }
-        shared.runtime = Some(engine.block_on(async { tokio::runtime::Handle::current() }));
+        shared.runtime = Some(engine.handle());
         shared.tasks = engine.tasks();
         shared.limits.set_max_connections(config.max_connections);
         shared.lock().set_max_memory(config.max_memory);
