@@ -48,7 +48,22 @@ fn cluster_file(ports: &[(u16, u16)], n: usize) -> Result<ClusterFile, Error> {
 }
 
 fn start(file: &ClusterFile, id: u64, dir: &std::path::Path) -> Result<Node, Error> {
+    start_timed(file, id, dir, None)
+}
+
+/// [`start`], with openraft's election timeouts (and so the followers'
+/// lease, their maximum) set to `election` in milliseconds if given.
+fn start_timed(
+    file: &ClusterFile,
+    id: u64,
+    dir: &std::path::Path,
+    election: Option<(u64, u64)>,
+) -> Result<Node, Error> {
     let mut config = NodeConfig::new(file.clone(), id, dir.to_path_buf());
+    if let Some((min, max)) = election {
+        config.raft.election_timeout_min = min;
+        config.raft.election_timeout_max = max;
+    }
     config.commit_timeout = Duration::from_secs(3);
     config.net.admin_token = Some(TOKEN.to_owned());
     Ok(Node::start(config)?)
@@ -57,12 +72,20 @@ fn start(file: &ClusterFile, id: u64, dir: &std::path::Path) -> Result<Node, Err
 /// `n` nodes of one cluster started, each on a directory of its own (kept
 /// as long as the first of the pair).
 fn cluster(n: usize) -> Result<(Vec<tempfile::TempDir>, Vec<Node>), Error> {
+    cluster_timed(n, None)
+}
+
+/// [`cluster`], with `election` as in [`start_timed`].
+fn cluster_timed(
+    n: usize,
+    election: Option<(u64, u64)>,
+) -> Result<(Vec<tempfile::TempDir>, Vec<Node>), Error> {
     let file = cluster_file(&ports(n)?, n)?;
     let dirs: Vec<tempfile::TempDir> = (0..n)
         .map(|_| tempfile::tempdir())
         .collect::<Result<_, _>>()?;
     let nodes: Vec<Node> = (0..n)
-        .map(|i| start(&file, i as u64 + 1, dirs[i].path()))
+        .map(|i| start_timed(&file, i as u64 + 1, dirs[i].path(), election))
         .collect::<Result<_, _>>()?;
     Ok((dirs, nodes))
 }
@@ -250,10 +273,13 @@ fn a_stopping_leader_hands_over_and_no_acknowledged_put_is_lost() -> Result<(), 
 /// refuses while the lease of its vote for the old leader runs: the leader
 /// has a follower with a lower id stand first (laying that vote down), then
 /// the successor, and the hand-over takes a round trip or two instead of the
-/// lease (500 ms) and a margin, which the other way waits by construction.
+/// lease and a margin, which the other way waits by construction. The lease is
+/// made 3 s here, so that the two ways are told apart by far more than a busy
+/// machine's delays: the hand-over must take less than half of it.
 #[test]
 fn five_voters_hand_over_without_waiting_for_the_followers_lease() -> Result<(), Error> {
-    let (_dirs, nodes) = cluster(5)?;
+    const LEASE_MS: u64 = 3000;
+    let (_dirs, nodes) = cluster_timed(5, Some((LEASE_MS / 2, LEASE_MS)))?;
     let first = serving(&nodes)?;
     let old = &nodes[first];
     let term = old.status().term;
@@ -265,7 +291,7 @@ fn five_voters_hand_over_without_waiting_for_the_followers_lease() -> Result<(),
     }
     // Past the lease the leader waits out before it may grant a vote, so
     // that `took` is the hand-over's own time.
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(Duration::from_millis(LEASE_MS + 100));
     let outcome = old.hand_over(Duration::from_secs(10));
     let HandoverOutcome::HandedOver {
         to,
@@ -278,7 +304,7 @@ fn five_voters_hand_over_without_waiting_for_the_followers_lease() -> Result<(),
     assert_ne!(to, first as u64 + 1);
     assert_eq!(next, term + 1, "elected in the next term");
     assert!(
-        took < Duration::from_millis(450),
+        took < Duration::from_millis(LEASE_MS / 2),
         "the hand-over took {took:?}: it waited for the followers' lease"
     );
     let new = &nodes[to as usize - 1];
