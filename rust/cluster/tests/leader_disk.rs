@@ -120,6 +120,52 @@ fn a_leader_disk_slower_than_an_election_keeps_its_term() -> Result<(), Error> {
     Ok(())
 }
 
+/// The followers' disks slow instead, on nodes as `serve --cluster` runs
+/// them (each node's Raft on a current-thread runtime of one thread, which
+/// also writes a follower's appends while its disk is fast): an fsync past the
+/// lease plus an election timeout holds that thread once, and the appends
+/// after it go to the log's writer thread (`logstore/ops.rs`), so no follower
+/// stands while its leader lives.
+#[test]
+fn followers_disks_slower_than_an_election_keep_the_term() -> Result<(), Error> {
+    let file = cluster_file(3)?;
+    let dirs: Vec<tempfile::TempDir> = (0..3)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        let node = start_with(&file, id, dirs[id as usize - 1].path(), |config| {
+            config.commit_timeout = Duration::from_secs(5);
+        })?;
+        nodes.push(Some(node));
+    }
+    let first = serving(&nodes)?;
+    let leader = nodes[first].as_ref().ok_or("leader")?;
+    let term = leader.status().term;
+    let mut client = Client::connect(leader.client_addr()?)?;
+    assert_eq!(client.call(b"put 0 0 60 1\r\na\r\n")?, "INSERTED 1\r\n");
+    // Past the lease plus an election timeout's maximum (600 ms each). With
+    // every slow append held on the Raft thread instead, a follower stood in
+    // one run of two.
+    for node in nodes.iter().flatten() {
+        if node.status().id != first as u64 + 1 {
+            node.sync_stall().store(1500, Ordering::SeqCst);
+        }
+    }
+    for n in 2..=5 {
+        let reply = client.call(b"put 0 0 60 1\r\nb\r\n")?;
+        assert_eq!(reply, format!("INSERTED {n}\r\n"));
+    }
+    for node in nodes.iter().flatten() {
+        node.sync_stall().store(0, Ordering::SeqCst);
+        let status = node.status();
+        assert_eq!(status.term, term, "node {} saw an election", status.id);
+        assert_eq!(status.leader, Some(first as u64 + 1), "node {}", status.id);
+    }
+    stop_all(&mut nodes);
+    Ok(())
+}
+
 #[test]
 fn a_leader_whose_disk_fails_stops_and_its_followers_keep_the_entry() -> Result<(), Error> {
     let file = cluster_file(3)?;

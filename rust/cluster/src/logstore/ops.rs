@@ -43,9 +43,10 @@ pub struct Ops {
     /// I/O and fsync included: only by the writer thread and by a follower's
     /// append, whose caller waits for that I/O in any case.
     writer: Mutex<Writer>,
-    /// The last append carried out by its caller waited longer than
-    /// [`SLOW_SYNC`] for the disk: the next one waits off the runtime
-    /// ([`Ops::append_here`]). Only the Raft core's thread reads and writes it.
+    /// The last group commit of appends, carried out by whichever thread,
+    /// took longer than [`SLOW_SYNC`]: a follower's next append goes to the
+    /// writer thread ([`Ops::append_here`]). An atomic: set by whoever holds
+    /// the writer, read by the Raft core's thread.
     disk_slow: AtomicBool,
 }
 
@@ -113,29 +114,25 @@ impl Ops {
     /// A follower's append: carried out here ([`Ops::run_here`]) without
     /// letting a slow disk hold up the rest of the runtime this is called on.
     ///
-    /// That runtime's one worker also runs the peer server and Raft's timer.
+    /// That runtime's one thread also runs the peer server and Raft's timer.
     /// Held through a long fsync, it reads nothing the leader sends meanwhile,
     /// and once the fsync ends the timer's tick can reach the Raft core before
     /// the leader's next heartbeat does: the follower would stand for election
     /// though its leader is alive (no election while a disk is merely slow:
     /// `tests/slow_disk.rs`). So an append that turned out slow is followed by
     /// a pause in which the runtime reads what came, which the core then takes
-    /// before its timer; and while the disk stays slow, appends wait off the
-    /// runtime altogether (`block_in_place`, whose hand-over to another thread
-    /// costs too much to pay on every append of a fast disk).
+    /// before its timer; and while the disk stays slow, appends go to the
+    /// writer thread like a leader's, their callback telling the core when
+    /// they are synced (the hand-over to that thread and back costs too much
+    /// to pay on every append of a fast disk). The writer thread, timing the
+    /// group commits it carries out, says when the disk is fast again.
     pub async fn append_here(&self, op: Op) -> Result<(), Stopped> {
+        if self.disk_slow.load(Ordering::Relaxed) {
+            return self.send(op);
+        }
         let started = Instant::now();
-        let flavor = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor());
-        let multi = matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::MultiThread));
-        let was_slow = self.disk_slow.load(Ordering::Relaxed);
-        let done = if was_slow && multi {
-            tokio::task::block_in_place(|| self.run_here(op))
-        } else {
-            self.run_here(op)
-        };
-        let slow = started.elapsed() > SLOW_SYNC;
-        self.disk_slow.store(slow, Ordering::Relaxed);
-        if slow && !(was_slow && multi) && flavor.is_ok() {
+        let done = self.run_here(op);
+        if started.elapsed() > SLOW_SYNC && tokio::runtime::Handle::try_current().is_ok() {
             tokio::time::sleep(SETTLE).await;
         }
         done
@@ -145,6 +142,8 @@ impl Ops {
     /// (group commit); false once a stop was carried out.
     fn carry_out(&self) -> bool {
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let started = Instant::now();
+        let mut appends = false;
         loop {
             let ops = std::mem::take(&mut self.queue().ops);
             if ops.is_empty() {
@@ -156,10 +155,15 @@ impl Ops {
                     self.queue().stopped = true;
                     return false;
                 }
+                appends |= matches!(op, Op::Append { .. });
                 writer.handle(op);
             }
         }
         writer.sync_appends();
+        if appends {
+            let slow = started.elapsed() > SLOW_SYNC;
+            self.disk_slow.store(slow, Ordering::Relaxed);
+        }
         true
     }
 

@@ -5,13 +5,14 @@
 //! with `propose.rs` taking the leader's records into the log and `forward.rs`
 //! forwarding client connections to the leader while it does not serve).
 //!
-//! Raft, its peer server and the leadership task run on a runtime of the
-//! node's own, whose one thread also writes and syncs a follower's appends
-//! (`logstore/ops.rs`); forwarded client connections run on a second runtime
-//! beside it, so that neither waits for the other; a leading term's engine
-//! server runs on its own runtime as a single node's does.
+//! Raft, its peer server, the leadership task and a leading term's engine
+//! server run on a current-thread runtime of the node's own (`driven.rs`),
+//! whose one thread also writes and syncs a follower's appends while the disk
+//! is fast (`logstore/ops.rs`); forwarded client connections run on a second
+//! one beside it, so that neither waits for the other.
 
 pub mod campaign;
+mod driven;
 mod forward;
 mod handover;
 mod leader;
@@ -31,9 +32,9 @@ use beanpole_engine::server::{Admin, ServerConfig};
 use beanpole_engine::stats::StatValue;
 use beanpole_engine::wal::fs::DirLock;
 use thiserror::Error;
-use tokio::runtime::Runtime;
 use tokio::sync::watch;
 
+use self::driven::Driven;
 use crate::file::{ClusterFile, FileError};
 use crate::identity::{Identity, IdentityError};
 use crate::net::{NetConfig, Network, PeerServer};
@@ -233,21 +234,11 @@ impl NodeStatus {
     }
 }
 
-/// A runtime of one worker thread named `name`, with I/O and timers.
-fn one_thread_runtime(name: &str) -> Result<Runtime, NodeError> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name(name)
-        .enable_all()
-        .build()
-        .map_err(NodeError::Runtime)
-}
-
 /// A running node.
 pub struct Node {
-    runtime: Option<Runtime>,
+    runtime: Option<Driven>,
     /// Forwarded clients' runtime; ended after `runtime`.
-    forward_runtime: Option<Runtime>,
+    forward_runtime: Option<Driven>,
     raft: Raft,
     peer: Option<PeerServer>,
     leading: Option<tokio::task::JoinHandle<()>>,
@@ -326,10 +317,10 @@ impl Node {
         peer_listener
             .set_nonblocking(true)
             .map_err(NodeError::Runtime)?;
-        let runtime = one_thread_runtime("beanpole-raft")?;
+        let runtime = Driven::start("beanpole-raft").map_err(NodeError::Runtime)?;
         // Forwarded client connections run on a thread of their own
         // (`forward.rs`, `Forwarding::runtime`).
-        let forward_runtime = one_thread_runtime("beanpole-fwd")?;
+        let forward_runtime = Driven::start("beanpole-fwd").map_err(NodeError::Runtime)?;
         let raft_config = Arc::new(
             config
                 .raft
