@@ -129,16 +129,9 @@ fn a_leader_disk_slower_than_an_election_keeps_its_term() -> Result<(), Error> {
 #[test]
 fn followers_disks_slower_than_an_election_keep_the_term() -> Result<(), Error> {
     let file = cluster_file(3)?;
-    let dirs: Vec<tempfile::TempDir> = (0..3)
-        .map(|_| tempfile::tempdir())
-        .collect::<Result<_, _>>()?;
-    let mut nodes = Vec::new();
-    for id in 1..=3u64 {
-        let node = start_with(&file, id, dirs[id as usize - 1].path(), |config| {
-            config.commit_timeout = Duration::from_secs(5);
-        })?;
-        nodes.push(Some(node));
-    }
+    let (_dirs, mut nodes) = three_with(&file, |config| {
+        config.commit_timeout = Duration::from_secs(5);
+    })?;
     let first = serving(&nodes)?;
     let leader = nodes[first].as_ref().ok_or("leader")?;
     let term = leader.status().term;

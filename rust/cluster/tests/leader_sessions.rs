@@ -149,20 +149,9 @@ fn a_stopping_nodes_carried_client_gives_its_job_back_at_once() -> Result<(), Er
     // A grace time and a TTR far longer than the test: the job can come back
     // only because the stopping node ended its client's session.
     let file = cluster_file(3)?;
-    let dirs: Vec<tempfile::TempDir> = (0..3)
-        .map(|_| tempfile::tempdir())
-        .collect::<Result<_, _>>()?;
-    let mut nodes = Vec::new();
-    for id in 1..=3u64 {
-        nodes.push(Some(start_with(
-            &file,
-            id,
-            dirs[id as usize - 1].path(),
-            |c| {
-                c.server.session_grace = Duration::from_secs(600);
-            },
-        )?));
-    }
+    let (_dirs, mut nodes) = three_with(&file, |c| {
+        c.server.session_grace = Duration::from_secs(600);
+    })?;
     let first = serving(&nodes)?;
     let leader = nodes[first].as_ref().ok_or("leader")?;
     let mut client = Client::connect(leader.client_addr()?)?;

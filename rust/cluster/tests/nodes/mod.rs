@@ -86,12 +86,21 @@ pub fn start_with(
 /// Three nodes of `file`, started with the tests' timing, each in a temporary
 /// directory (kept alive by the first value).
 pub fn three(file: &ClusterFile) -> Result<(Vec<tempfile::TempDir>, Vec<Option<Node>>), Error> {
+    three_with(file, |_| {})
+}
+
+/// [`three`], each node's settings changed by `tweak` after the tests' own.
+pub fn three_with(
+    file: &ClusterFile,
+    tweak: impl Fn(&mut NodeConfig),
+) -> Result<(Vec<tempfile::TempDir>, Vec<Option<Node>>), Error> {
     let dirs: Vec<tempfile::TempDir> = (0..3)
         .map(|_| tempfile::tempdir())
         .collect::<Result<_, _>>()?;
     let mut nodes = Vec::new();
     for id in 1..=3u64 {
-        nodes.push(Some(start(file, id, dirs[id as usize - 1].path())?));
+        let dir = dirs[id as usize - 1].path();
+        nodes.push(Some(start_with(file, id, dir, &tweak)?));
     }
     Ok((dirs, nodes))
 }
