@@ -70,11 +70,35 @@ def leader(
     raise AssertionError(f"no node of {sorted(among)} served within {DEADLINE}s")
 
 
+def settled(path: Path) -> None:
+    """Wait until every node of the file says it leads or follows in one cluster and
+    has applied the whole log. Each has then heard from the leader, and a node that
+    started with an empty directory votes (until it holds what a leader committed it
+    keeps its vote back, as a wiped node must: docs/cluster.md, "A wiped follower").
+    Killed before that, a leader leaves the others without a majority of votes."""
+    deadline = time.monotonic() + DEADLINE
+    rows: list[dict[str, object]] = []
+    while time.monotonic() < deadline:
+        status, out = cluster_status(path)
+        rows = json.loads(out) if status == 0 else []
+        last = max((int(str(r["last_log"] or 0)) for r in rows), default=0)
+        if (
+            rows
+            and len({r["cluster"] for r in rows}) == 1
+            and all(r["cluster"] and r["role"] in ("leader", "follower") for r in rows)
+            and all(r["commit"] == last for r in rows)
+        ):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the nodes did not settle within {DEADLINE}s: {rows}")
+
+
 @pytest.fixture
 def nodes(tmp_path: Path) -> Iterator[tuple[Path, dict[int, int], dict[int, BeanpoleChild]]]:
     path, clients = cluster_file(tmp_path)
     children = {i: start_node(path, i, tmp_path / f"node{i}") for i in clients}
     try:
+        settled(path)
         yield path, clients, children
     finally:
         for child in children.values():
