@@ -227,6 +227,13 @@ class Net:
         out = [self.links[node, p] for p in peers if way in ("out", "both")]
         return out + [self.links[p, node] for p in peers if way in ("in", "both")]
 
+    def dials(self, node: int, taken: bool) -> None:
+        """Whether dials of ``node``'s peer address are taken: refused while its
+        process is down, as its machine's kernel would (node/vacancy.rs acts on it)."""
+        for (_, target), proxy in self.links.items():
+            if target == node:
+                proxy.listen(taken)
+
     def heal(self) -> None:
         for proxy in self.links.values():
             proxy.heal()
@@ -267,6 +274,7 @@ class ClusterNode:
         prefix = ["unshare", "--mount", "sh", "-c", IN_NAMESPACE, str(self.net.hosts[self.id])]
         more = [] if self.token is None else ["--admin-token-file", str(self.token)]
         self.stall = 0 if self.stalls is None else self.stalls.choice(SYNC_STALLS)
+        self.net.dials(self.id, True)
         self.child = BeanpoleChild(
             "serve", "--cluster", str(self.file), "--node", str(self.id),
             "-b", str(self.dir), *more, prefix=prefix,
@@ -298,6 +306,7 @@ class ClusterNode:
             self.child.kill()
         else:
             self.child.stop()
+        self.net.dials(self.id, False)
         self._keep_log()
         self.child = None
 

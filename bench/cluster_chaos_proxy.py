@@ -76,6 +76,12 @@ class Proxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
 
+    def listen(self, on: bool) -> None:
+        """Take dials (``on``) or refuse them, the listening socket closed, as a
+        machine whose node process is gone refuses them (not a cut: a cut link
+        takes a dial and closes it)."""
+        self._call(self._start if on else self._stop_listening)
+
     def retarget(self, target: tuple[str, int]) -> None:
         self._call(lambda: setattr(self, "target", target))
 
@@ -127,12 +133,18 @@ class Proxy:
         return self._flowing
 
     async def _start(self) -> None:
+        if self._server is not None:
+            return
         self._server = await asyncio.start_server(self._accept, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def _close(self) -> None:
+    async def _stop_listening(self) -> None:
         if self._server is not None:
             self._server.close()
+            self._server = None
+
+    async def _close(self) -> None:
+        await self._stop_listening()
         for p in list(self.pairs):
             p.close()
         self.pairs.clear()

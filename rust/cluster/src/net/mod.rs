@@ -26,7 +26,7 @@ use crate::identity::{ClusterId, IdentityError};
 use crate::types::NodeId;
 
 pub use self::client::{Network, PeerLink};
-pub use self::server::{CatchUp, Hooks, PeerServer, VoteFence};
+pub use self::server::{CatchUp, Hooks, PeerServer, PeerWatch, VoteFence};
 
 /// The transport's settings.
 #[derive(Debug, Clone)]

@@ -13,7 +13,9 @@
 //! could unseat it reaches Raft (and after, whether it was granted), so that a
 //! leader stops answering reads from its lease before it can grant one, and
 //! a [`CatchUp`] gate that keeps a node's vote back while it rejoins with an
-//! empty directory (`node/rejoin.rs`), told of each append it takes.
+//! empty directory (`node/rejoin.rs`), told of each append it takes, and a
+//! [`PeerWatch`] told when each peer's appends arrive and when its
+//! connections end (`node/vacancy.rs`: a leader's process gone).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,6 +39,8 @@ pub struct Hooks {
     pub fence: Option<Arc<dyn VoteFence>>,
     /// Whether this node may vote yet, and what each append brought it.
     pub catch_up: Option<Arc<dyn CatchUp>>,
+    /// Told of each peer's appends and of the end of its connections.
+    pub watch: Option<Arc<dyn PeerWatch>>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -45,6 +49,7 @@ impl std::fmt::Debug for Hooks {
             .field("hand_off", &self.hand_off.is_some())
             .field("fence", &self.fence.is_some())
             .field("catch_up", &self.catch_up.is_some())
+            .field("watch", &self.watch.is_some())
             .finish()
     }
 }
@@ -65,6 +70,26 @@ pub trait VoteFence: Send + Sync {
 pub trait CatchUp: Send + Sync {
     fn may_vote(&self, candidate_last: Option<&LogId>) -> bool;
     fn appended(&self, term: u64, matched: Option<&LogId>, commit: Option<&LogId>);
+}
+
+/// Told, for each peer connection past its handshake, of every append Raft
+/// took from the node at its other end (`heard`, after Raft has it), and of
+/// the connection's end, however it ended (`ended`).
+pub trait PeerWatch: Send + Sync {
+    fn heard(&self, from: NodeId);
+    fn ended(&self, from: NodeId);
+}
+
+/// Calls [`PeerWatch::ended`] once, when dropped.
+struct Watched<'a> {
+    watch: &'a dyn PeerWatch,
+    from: NodeId,
+}
+
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        self.watch.ended(self.from);
+    }
 }
 
 /// Calls `after` once, when dropped: with the answer if there was one.
@@ -243,6 +268,11 @@ async fn serve(
     }
     let welcome = wire::welcome(identity.node(), identity.cluster());
     wire::write_frame(&mut stream, &welcome).await?;
+    // From here on its end is told, whatever ends it.
+    let _watched = hooks.watch.as_deref().map(|watch| Watched {
+        watch,
+        from: hello.from,
+    });
     // Only requests and their replies from here on, one at a time, so the
     // buffer never holds bytes of anything else.
     let mut stream = BufReader::with_capacity(READ_BUFFER, stream);
@@ -302,6 +332,11 @@ async fn answer(
                             _ => None,
                         };
                         gate.appended(term, matched.as_ref(), commit.as_ref());
+                    }
+                    // A leader this node follows (not one its term has passed).
+                    let followed = !matches!(resp, AppendEntriesResponse::HigherVote(_));
+                    if let Some(watch) = hooks.watch.as_deref().filter(|_| followed) {
+                        watch.heard(from);
                     }
                     wire::append_reply(&resp)
                 }

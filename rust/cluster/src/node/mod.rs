@@ -21,6 +21,7 @@ mod propose;
 mod rejoin;
 mod snapshots;
 pub mod track;
+mod vacancy;
 
 use std::net::TcpListener as StdListener;
 use std::os::fd::{BorrowedFd, RawFd};
@@ -262,6 +263,7 @@ impl Node {
                 rejoin::Rejoin::open(&config.dir, pristine, config.announce.then_some(config.id))
                     .map_err(dir_err)?,
             );
+            let (vacancy, ended) = vacancy::Vacancy::new();
             let listener =
                 tokio::net::TcpListener::from_std(peer_listener).map_err(NodeError::Runtime)?;
             let net = NetConfig {
@@ -282,6 +284,7 @@ impl Node {
                     hand_off: Some(Arc::clone(&handover) as Arc<dyn crate::net::members::HandOff>),
                     fence: Some(Arc::clone(&fence) as Arc<dyn crate::net::VoteFence>),
                     catch_up: Some(Arc::clone(&rejoin) as Arc<dyn crate::net::CatchUp>),
+                    watch: Some(Arc::clone(&vacancy) as Arc<dyn crate::net::PeerWatch>),
                 },
             )
             .map_err(NodeError::Runtime)?;
@@ -302,6 +305,13 @@ impl Node {
                 raft.clone(),
                 refusals,
                 Duration::from_millis(2 * config.raft.election_timeout_max),
+            ));
+            tokio::spawn(vacancy::run(
+                raft.clone(),
+                config.id,
+                vacancy,
+                ended,
+                Duration::from_millis(config.raft.election_timeout_max),
             ));
             tokio::spawn(snapshots::run(
                 raft.clone(),
@@ -502,6 +512,24 @@ impl Node {
         if let Some(forward) = self.forward_runtime.take() {
             forward.shutdown_timeout(Duration::from_secs(2));
         }
+    }
+}
+
+impl Node {
+    /// End the node as a killed process ends, for tests: no hand-over and no
+    /// goodbye to Raft; every task is dropped with the runtimes, and with them
+    /// the node's sockets, its listeners included. What its log writer has
+    /// not synced is synced as the writer ends (unlike a real kill).
+    #[doc(hidden)]
+    pub fn crash(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(Duration::ZERO);
+        }
+        if let Some(forward) = self.forward_runtime.take() {
+            forward.shutdown_timeout(Duration::ZERO);
+        }
+        self.peer = None;
+        self.leading = None;
     }
 }
 
