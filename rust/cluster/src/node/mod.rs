@@ -312,6 +312,7 @@ impl Node {
                 vacancy,
                 ended,
                 Duration::from_millis(config.raft.election_timeout_max),
+                config.announce,
             ));
             tokio::spawn(snapshots::run(
                 raft.clone(),

@@ -155,13 +155,15 @@ async fn gone(addr: &str) -> bool {
 
 /// Act on ended peer connections until the node stops: stand for election
 /// when the leader's process is gone, as soon as the other voters' leases
-/// allow (`lease`: openraft's, the election timeout's maximum).
+/// allow (`lease`: openraft's, the election timeout's maximum); with
+/// `announce`, say so on stderr.
 pub async fn run(
     raft: Raft,
     id: NodeId,
     vacancy: Arc<Vacancy>,
     mut ended: mpsc::UnboundedReceiver<NodeId>,
     lease: Duration,
+    announce: bool,
 ) {
     while let Some(from) = ended.recv().await {
         let Some(seen) = following(&raft, id, from) else {
@@ -177,6 +179,12 @@ pub async fn run(
         tokio::time::sleep_until(at).await;
         // Nothing heard from it since, and still following it in that term.
         if vacancy.last_heard(from) == Some(heard) && following(&raft, id, from) == Some(seen) {
+            if announce {
+                crate::say::say!(
+                    "beanpole: node {id}: leader {from}'s peer address refuses connections \
+                     (its process is gone): standing for election"
+                );
+            }
             let _ = raft.trigger().elect().await;
         }
         // Its other connections' ends, queued meanwhile, are the same news.
