@@ -514,13 +514,11 @@ impl Node {
             forward.shutdown_timeout(Duration::from_secs(2));
         }
     }
-}
 
-impl Node {
     /// End the node as a killed process ends, for tests: no hand-over and no
     /// goodbye to Raft; every task is dropped with the runtimes, and with them
-    /// the node's sockets, its listeners included. What its log writer has
-    /// not synced is synced as the writer ends (unlike a real kill).
+    /// the node's sockets, its listeners included. (Its log writer thread may
+    /// still sync what it was given, which a kill would not let it do.)
     #[doc(hidden)]
     pub fn crash(&mut self) {
         if let Some(runtime) = self.runtime.take() {
