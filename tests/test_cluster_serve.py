@@ -2,7 +2,8 @@
 loopback. Every node serves stock clients (greenstalk): the leader itself, a
 follower by relaying them to the leader. A put is acknowledged once a
 majority has it on disk, so after the leader is killed with SIGKILL the new leader
-has every acknowledged put and delete, and ids go on after them. On SIGTERM the
+has every acknowledged put and delete, and ids go on after them; a survivor stands
+for it because the dead leader's address refuses dials. On SIGTERM the
 leader hands its lead to a follower, elected in the next term. Bad starts get one
 line and a non-zero exit. A killed follower's client's job is ready again after
 --session-grace-ms."""
@@ -41,6 +42,7 @@ def start_node(path: Path, node: int, data: Path, *more: str) -> BeanpoleChild:
 LEADS = re.compile(r"node (\d+) leads \(term (\d+)\)")
 NO_LONGER = re.compile(r"node (\d+) no longer leads \(term (\d+)\)")
 HANDED = re.compile(r"handed the lead to node (\d+) \(term (\d+)\)")
+GONE = re.compile(r"leader (\d+)'s peer address refuses connections \(its process is gone\)")
 
 
 def leading_term(child: BeanpoleChild) -> int | None:
@@ -130,6 +132,15 @@ def test_a_killed_leader_loses_no_acknowledged_change(
     children[first].kill()
     second, client = leader(clients, children, set(clients) - {first})
     assert second != first
+    # A survivor stood because the killed leader's address refused its dials, not
+    # by its election timer (node/vacancy.rs).
+    stood = [
+        n
+        for n in set(clients) - {first}
+        for line in list(children[n].stderr)
+        if (m := GONE.search(line)) is not None and int(m[1]) == first
+    ]
+    assert stood, {n: "".join(children[n].stderr) for n in set(clients) - {first}}
     for job_id, body in put.items():
         if job_id in deleted:
             with pytest.raises(greenstalk.NotFoundError):
