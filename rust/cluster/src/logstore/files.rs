@@ -38,9 +38,11 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use thiserror::Error;
 
+use super::frames::{frame, Frames, Placed, FRAME_LEN};
 use crate::codec::{self, CodecError, Reader};
 use crate::synced::{self, sync_dir};
 use crate::types::{Entry, LogId, Vote};
@@ -55,12 +57,9 @@ const READ_VERSIONS: [u32; 2] = [1, 2];
 /// How far ahead of its frames the current segment holds written zeros.
 pub const ZEROS_AHEAD: u64 = 1 << 20;
 const HEADER_LEN: u64 = 16;
-const FRAME_LEN: usize = 8;
 /// The frame buffer kept between appends is given back once an entry larger
 /// than this (a big job's) has grown it.
 const FRAME_KEPT: usize = 1 << 20;
-/// The largest frame payload read back (a 1 GiB batch and its header).
-const MAX_FRAME: usize = (1 << 30) + 4096;
 
 /// Why the log directory cannot be used.
 #[derive(Debug, Error)]
@@ -96,11 +95,22 @@ struct Segment {
     len: u64,
     /// How many bytes the file holds (its frames and the zeros after them).
     written: u64,
+    /// A handle for reading entries back (`frames.rs`).
+    read: Arc<File>,
 }
 
 impl Segment {
     fn next_index(&self) -> u64 {
         self.first + self.offsets.len() as u64
+    }
+
+    fn placed(&self) -> Placed {
+        Placed {
+            first: self.first,
+            offsets: self.offsets.clone(),
+            end: self.len,
+            file: Arc::clone(&self.read),
+        }
     }
 }
 
@@ -130,6 +140,8 @@ pub struct LogFiles {
     /// each append was memory the allocator handed out fresh each time (and
     /// encoding into it spares the entry a buffer of its own).
     frame: Vec<u8>,
+    /// Where the frames are, for readers of entries no longer in memory.
+    frames: Arc<Frames>,
 }
 
 #[derive(Debug)]
@@ -215,8 +227,21 @@ impl LogFiles {
             file,
             in_place: None,
             frame: Vec::new(),
+            frames: Arc::default(),
         };
+        files.publish();
         Ok((files, loaded))
+    }
+
+    /// The table of frames readers use (`frames.rs`).
+    pub fn frames(&self) -> Arc<Frames> {
+        Arc::clone(&self.frames)
+    }
+
+    /// Publish the segments as they now are to the frames' readers.
+    fn publish(&self) {
+        self.frames
+            .replace(self.segments.iter().map(Segment::placed).collect());
     }
 
     fn last(&mut self) -> &mut Segment {
@@ -270,6 +295,8 @@ impl LogFiles {
         let seg = self.last();
         seg.offsets.push(at);
         seg.len += frame_len;
+        let end = seg.len;
+        self.frames.push(index, at, end);
         Ok(())
     }
 
@@ -285,6 +312,7 @@ impl LogFiles {
             .write(true)
             .open(self.dir.join(seg_name(seq)))?;
         self.segments.push(segment);
+        self.publish();
         Ok(())
     }
 
@@ -330,6 +358,7 @@ impl LogFiles {
             seg.written = cut;
             self.file.set_len(cut)?;
         }
+        self.publish();
         self.file.sync_all()?;
         self.note_synced();
         sync_dir(&self.dir)
@@ -340,6 +369,7 @@ impl LogFiles {
     pub fn purge(&mut self, index: u64) -> io::Result<()> {
         while self.segments.len() > 1 && self.segments[0].next_index() <= index + 1 {
             let seg = self.segments.remove(0);
+            self.publish();
             std::fs::remove_file(self.dir.join(seg_name(seg.seq)))?;
         }
         Ok(())
@@ -411,6 +441,7 @@ fn create_segment(dir: &Path, seq: u64, first: u64) -> io::Result<Segment> {
         offsets: Vec::new(),
         len: HEADER_LEN,
         written: HEADER_LEN,
+        read: Arc::new(File::open(&path)?),
     })
 }
 
@@ -432,25 +463,6 @@ fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
 fn frame_follows(bytes: &[u8]) -> bool {
     let head = &bytes[..bytes.len().min(FRAME_LEN)];
     head.iter().any(|&b| b != 0)
-}
-
-/// One frame at the start of `bytes`: its payload and length, or why not.
-fn frame(bytes: &[u8]) -> Result<(&[u8], usize), String> {
-    let Some(head) = bytes.get(..FRAME_LEN) else {
-        return Err("a frame cut short".into());
-    };
-    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-    let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-    if len > MAX_FRAME {
-        return Err(format!("impossible length {len}"));
-    }
-    let Some(payload) = bytes.get(FRAME_LEN..FRAME_LEN + len) else {
-        return Err("a frame cut short".into());
-    };
-    if crc32c::crc32c_append(crc32c::crc32c(&head[..4]), payload) != crc {
-        return Err("checksum mismatch".into());
-    }
-    Ok((payload, FRAME_LEN + len))
 }
 
 fn read_segment(
@@ -515,12 +527,17 @@ fn read_segment(
         }
     }
     let first = entries.first().map_or(0, |e: &Entry| e.log_id.index);
+    let read = File::open(path).map_err(|source| LogError::Io {
+        dir: name.clone(),
+        source,
+    })?;
     let segment = Segment {
         seq,
         first,
         offsets,
         len: at as u64,
         written,
+        read: Arc::new(read),
     };
     Ok((segment, entries))
 }

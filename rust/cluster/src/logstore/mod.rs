@@ -1,6 +1,7 @@
 //! The Raft log storage openraft drives ([`LogStore`], a `RaftLogStorage`): the
-//! entries after the last purge kept in memory for reading and replication, and
-//! written to disk by the writer (`writer.rs`, files in `files.rs`): on its own
+//! newest entries kept in memory for reading and replication, older committed
+//! ones read back from the files when asked for (`cache.rs`, `frames.rs`), and
+//! all written to disk by the writer (`writer.rs`, files in `files.rs`): on its own
 //! thread, or for a follower's append on Raft's (`ops.rs`).
 //!
 //! An append is readable as soon as `append` returns and reported durable by
@@ -25,22 +26,25 @@
 //!
 //! Imports the codec, the types and openraft; nothing of the engine.
 
+mod cache;
 mod files;
+mod frames;
 mod ops;
 pub mod writer;
 
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use anyerror::AnyError;
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{RaftLogReader, StorageIOError};
 
+use self::cache::{Cache, Shared};
+pub use self::cache::{CacheSize, LogReader, KEEP_BYTES};
 use self::files::LogFiles;
 pub use self::files::{LogError, ZEROS_AHEAD};
 use self::ops::Ops;
@@ -48,92 +52,6 @@ pub use self::writer::{wait_durable, Durable, OnDisk};
 use self::writer::{Op, Writer};
 use crate::codec;
 use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
-
-/// What the log holds in memory.
-#[derive(Debug, Default)]
-struct Cache {
-    entries: BTreeMap<u64, Entry>,
-    /// The records' bytes of `entries` (what a snapshot and a purge give back).
-    bytes: u64,
-    purged: Option<LogId>,
-    vote: Option<Vote>,
-    committed: Option<LogId>,
-}
-
-/// The in-memory side, shared by the store and its readers (replication tasks).
-/// A std mutex: held only to copy entries in or out, never across an await or
-/// any I/O, so an async lock would only add cost.
-#[derive(Debug, Default)]
-struct Shared {
-    cache: Mutex<Cache>,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Cache> {
-        // A panic while holding it leaves plain data: go on with it.
-        self.cache.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// The records' bytes an entry holds in memory.
-fn entry_bytes(entry: &Entry) -> u64 {
-    match &entry.payload {
-        openraft::EntryPayload::Normal(batch) => batch.records.len() as u64,
-        _ => 0,
-    }
-}
-
-impl Cache {
-    /// Drop the entries from `index` on; returns them.
-    fn cut_from(&mut self, index: u64) -> BTreeMap<u64, Entry> {
-        let cut = self.entries.split_off(&index);
-        self.bytes -= cut.values().map(entry_bytes).sum::<u64>();
-        cut
-    }
-}
-
-/// How many bytes of records the log holds in memory, readable while openraft
-/// owns the store (the node snapshots when it grows too large).
-#[derive(Debug, Clone)]
-pub struct CacheSize(Arc<Shared>);
-
-impl CacheSize {
-    pub fn bytes(&self) -> u64 {
-        self.0.lock().bytes
-    }
-
-    /// The bytes of records of the entries after `index` (all of them for
-    /// None): what a snapshot at `index` does not cover. Those at or before
-    /// it are few once openraft has purged behind a snapshot.
-    pub fn bytes_after(&self, index: Option<u64>) -> u64 {
-        let cache = self.0.lock();
-        let Some(index) = index else {
-            return cache.bytes;
-        };
-        let covered: u64 = cache
-            .entries
-            .range(..=index)
-            .map(|(_, e)| entry_bytes(e))
-            .sum();
-        cache.bytes - covered
-    }
-}
-
-/// Reads entries for replication.
-#[derive(Debug, Clone)]
-pub struct LogReader {
-    shared: Arc<Shared>,
-}
-
-impl RaftLogReader<TypeConfig> for LogReader {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
-        &mut self,
-        range: RB,
-    ) -> Result<Vec<Entry>, StorageError> {
-        let cache = self.shared.lock();
-        Ok(cache.entries.range(range).map(|(_, e)| e.clone()).collect())
-    }
-}
 
 /// The Raft log of one node.
 #[derive(Debug)]
@@ -177,6 +95,15 @@ impl LogStore {
         CacheSize(Arc::clone(&self.reader.shared))
     }
 
+    /// Keep at most about `bytes` of records in memory: committed entries
+    /// before those are read back from disk when asked for (`cache.rs`;
+    /// [`KEEP_BYTES`] unless set).
+    pub fn keep_in_memory(&self, bytes: u64) {
+        let mut cache = self.reader.shared.lock();
+        cache.keep = bytes;
+        cache.trim(self.durable.borrow().last.map(|l| l.index));
+    }
+
     /// Fault injection for tests: the milliseconds each group commit's fsync
     /// is held back from now on (a slow disk), settable while the node runs;
     /// [`writer::FAIL_SYNCS`] makes them fail (a dead disk).
@@ -202,30 +129,19 @@ impl LogStore {
         // What was read back may be in the page cache only (a process that
         // died without a power loss): on disk before it is published durable.
         files.sync().map_err(io_err)?;
-        let entries: BTreeMap<u64, Entry> = loaded
-            .entries
-            .into_iter()
-            .map(|e| (e.log_id.index, e))
-            .collect();
-        let last = entries
-            .values()
-            .next_back()
-            .map(|e| e.log_id)
-            .or(loaded.purged);
+        let mut cache = Cache::new(loaded.entries, loaded.purged, loaded.vote);
+        let last = cache.last();
         // A leader saves a commit its log may not have synced yet (above): one
         // beyond the log after a power loss is taken as the log's end.
-        let committed = match (loaded.committed, last) {
+        cache.committed = match (loaded.committed, last) {
             (Some(c), Some(l)) if c.index > l.index => Some(l),
             (Some(_), None) => None,
             (c, _) => c,
         };
-        let cache = Cache {
-            bytes: entries.values().map(entry_bytes).sum(),
-            entries,
-            purged: loaded.purged,
-            vote: loaded.vote,
-            committed,
-        };
+        // Everything read back is synced (above): what is committed of it may
+        // stay on disk only.
+        cache.trim(last.map(|l| l.index));
+        let frames = files.frames();
         let stall = Arc::new(AtomicU64::new(crate::synced::stall_at_open()));
         let (durable_tx, durable) = tokio::sync::watch::channel(OnDisk { last, failed: None });
         let writer = Writer::new(files, Arc::clone(&stall), fsync, durable_tx);
@@ -240,9 +156,8 @@ impl LogStore {
             })?;
         Ok(LogStore {
             reader: LogReader {
-                shared: Arc::new(Shared {
-                    cache: Mutex::new(cache),
-                }),
+                shared: Arc::new(Shared::new(cache)),
+                frames,
             },
             ops,
             writer: Some(handle),
@@ -297,10 +212,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let cache = self.reader.shared.lock();
-        let last = cache.entries.values().next_back().map(|e| e.log_id);
         Ok(LogState {
             last_purged_log_id: cache.purged,
-            last_log_id: last.or(cache.purged),
+            last_log_id: cache.last(),
         })
     }
 
@@ -339,7 +253,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.ops
             .later(op)
             .map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
-        self.reader.shared.lock().committed = committed;
+        let durable = self.durable.borrow().last.map(|l| l.index);
+        let mut cache = self.reader.shared.lock();
+        cache.committed = committed;
+        cache.trim(durable);
         Ok(())
     }
 
@@ -371,10 +288,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 last = Some(entry.log_id);
                 // A clone shares the records' bytes: the writer encodes it.
                 encoded.push(entry.clone());
-                cache.bytes += entry_bytes(&entry);
-                if let Some(old) = cache.entries.insert(entry.log_id.index, entry) {
-                    cache.bytes -= entry_bytes(&old);
-                }
+                cache.insert(entry);
             }
         }
         let Some(last) = last else {
@@ -407,13 +321,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let keep = {
             let mut cache = self.reader.shared.lock();
-            drop(cache.cut_from(log_id.index));
-            cache
-                .entries
-                .values()
-                .next_back()
-                .map(|e| e.log_id)
-                .or(cache.purged)
+            cache.cut_from(log_id.index);
+            cache.last()
         };
         let index = log_id.index;
         self.ask(
@@ -425,11 +334,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         {
-            let mut cache = self.reader.shared.lock();
-            let keep = cache.entries.split_off(&(log_id.index + 1));
-            cache.entries = keep;
-            cache.bytes = cache.entries.values().map(entry_bytes).sum();
-            cache.purged = Some(log_id);
+            self.reader.shared.lock().purge(log_id);
         }
         let mut id_bytes = Vec::new();
         codec::put_log_id(&mut id_bytes, Some(&log_id));

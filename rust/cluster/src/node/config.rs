@@ -42,6 +42,10 @@ pub struct NodeConfig {
     /// Snapshot when the log's records after the last snapshot are more than
     /// this many bytes and more than that snapshot's image (`snapshots.rs`).
     pub snapshot_bytes: u64,
+    /// The records' bytes of the Raft log kept in memory: older committed
+    /// entries are read back from disk when a follower behind or a restart
+    /// asks for them (`logstore/cache.rs`).
+    pub log_cache_bytes: u64,
     /// Whether the Raft log's appends are fsynced before they count (true);
     /// false (`-F`): a majority's acknowledgement means written to their
     /// operating systems, which a machine's crash can lose.
@@ -86,6 +90,7 @@ impl NodeConfig {
             announce: true,
             commit_timeout: Duration::from_secs(5),
             snapshot_bytes: 64 << 20,
+            log_cache_bytes: crate::logstore::KEEP_BYTES,
             fsync: true,
         }
     }

@@ -188,6 +188,7 @@ impl Node {
         // the proposer, the network and membership changes then wait for
         // `durable` before taking a commit for this node's.
         log.lead_without_waiting(config.id);
+        log.keep_in_memory(config.log_cache_bytes);
         let durable = log.durable();
         let cache_size = log.cache_size();
         let sync_stall = log.sync_stall();

@@ -1,0 +1,136 @@
+//! The Raft log beyond what a node keeps in memory (`log_cache_bytes`): each
+//! node's log in memory comes down to that bound once its entries are
+//! committed and on disk; a follower restarted re-applies its committed
+//! entries from its own files, and catches up on what it missed from the
+//! leader's files (no snapshot: the log is far below the snapshot floor); then
+//! it leads with every job as put.
+
+use std::io::{BufRead, Write};
+use std::time::{Duration, Instant};
+
+use beanpole_cluster::file::ClusterFile;
+use beanpole_cluster::node::{HandoverOutcome, Node, NodeConfig};
+
+mod nodes;
+
+use nodes::*;
+
+/// The bytes of records each node keeps in memory here.
+const KEEP: u64 = 64 << 10;
+/// Puts per pipelined batch, and bytes per body: one batch is one entry of
+/// about 50 KB at most.
+const BATCH: u32 = 50;
+const BODY: usize = 1000;
+
+fn body(id: u32) -> String {
+    format!("job {id}: ").repeat(BODY)[..BODY].to_owned()
+}
+
+/// Put `batches` batches of jobs numbered from `first`, pipelined.
+fn put(client: &mut Client, first: u32, batches: u32) -> Result<u32, Error> {
+    let mut next = first;
+    for _ in 0..batches {
+        let mut bytes = Vec::new();
+        for id in next..next + BATCH {
+            let body = body(id);
+            bytes.extend_from_slice(format!("put 0 0 60 {}\r\n{body}\r\n", body.len()).as_bytes());
+        }
+        client.writer.write_all(&bytes)?;
+        for id in next..next + BATCH {
+            let mut line = String::new();
+            client.reader.read_line(&mut line)?;
+            assert_eq!(line, format!("INSERTED {id}\r\n"));
+        }
+        next += BATCH;
+    }
+    Ok(next)
+}
+
+fn start_small(file: &ClusterFile, id: u64, dir: &std::path::Path) -> Result<Node, Error> {
+    start_with(file, id, dir, |c: &mut NodeConfig| c.log_cache_bytes = KEEP)
+}
+
+/// Wait until `done` holds (at most 20 s), saying what `show` says if not.
+fn wait(mut done: impl FnMut() -> bool, show: impl Fn() -> String) -> Result<(), Error> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        if Instant::now() > deadline {
+            return Err(show().into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+#[test]
+fn entries_past_the_memory_bound_are_read_back_by_a_restart_and_for_a_follower_behind(
+) -> Result<(), Error> {
+    let file = cluster_file(3)?;
+    let dirs: Vec<tempfile::TempDir> = (0..3)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    let mut nodes: Vec<Option<Node>> = Vec::new();
+    for id in 1..=3u64 {
+        nodes.push(Some(start_small(&file, id, dirs[id as usize - 1].path())?));
+    }
+    let leader = serving(&nodes)?;
+    let (behind, other) = ((leader + 1) % 3, (leader + 2) % 3);
+    let addr = nodes[leader].as_ref().ok_or("leader")?.client_addr()?;
+    let mut client = Client::connect(addr)?;
+    // About 500 KB of records, then each node's log in memory comes down to
+    // the bound plus its last entry (kept: its id is the log's end).
+    let next = put(&mut client, 1, 10)?;
+    let sizes = || -> Vec<u64> { nodes.iter().flatten().map(Node::log_bytes).collect() };
+    wait(
+        || sizes().iter().all(|&b| b <= KEEP + BATCH as u64 * 1100),
+        || format!("logs in memory stay at {:?} bytes", sizes()),
+    )?;
+    // A follower stops; 1 MB more is put without it.
+    if let Some(mut node) = nodes[behind].take() {
+        node.stop();
+    }
+    let last = put(&mut client, next, 20)?;
+    // It restarts: its own committed entries are on its disk only, what it
+    // missed on the leader's disk only.
+    nodes[behind] = Some(start_small(&file, behind as u64 + 1, dirs[behind].path())?);
+    let durable = |i: usize| nodes[i].as_ref().map_or(0, Node::durable_index);
+    wait(
+        || durable(behind) >= durable(leader) && durable(leader) > 0,
+        || {
+            format!(
+                "durable {} against the leader's {}",
+                durable(behind),
+                durable(leader)
+            )
+        },
+    )?;
+    // It leads with every job: the other follower stops and the leader hands
+    // over to it, the one voter left.
+    if let Some(mut node) = nodes[other].take() {
+        node.stop();
+    }
+    let outcome = nodes[leader]
+        .as_ref()
+        .ok_or("leader")?
+        .step_down(Duration::from_secs(10));
+    assert!(
+        matches!(outcome, HandoverOutcome::HandedOver { .. }),
+        "{outcome:?}"
+    );
+    let new = nodes[behind].as_ref().ok_or("restarted")?;
+    assert!(new.wait_serving(Duration::from_secs(10)), "it leads");
+    let mut client = Client::connect(new.client_addr()?)?;
+    for id in 1..last {
+        let head = client.call(format!("peek {id}\r\n").as_bytes())?;
+        assert_eq!(head, format!("FOUND {id} {BODY}\r\n"));
+        assert_eq!(client.body(BODY)?, body(id).as_bytes(), "job {id}");
+    }
+    assert_eq!(
+        client.call(format!("peek {last}\r\n").as_bytes())?,
+        "NOT_FOUND\r\n"
+    );
+    for node in nodes.iter_mut().flatten() {
+        node.stop();
+    }
+    Ok(())
+}
