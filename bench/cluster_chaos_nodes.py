@@ -63,6 +63,9 @@ PORT_REGISTRY = Path(tempfile.gettempdir()) / "beanpole-chaos-ports"
 SYNC_RECORD_ENV = "BEANPOLE_SYNC_RECORD"  # rust/cluster/src/synced.rs
 SYNC_STALL_ENV = "BEANPOLE_SYNC_STALL_MS"  # the same: each log fsync held back
 SYNC_STALLS = (0, 0, 0, 5, 20)  # milliseconds, one drawn per node start
+# --log-cache-bytes, one drawn per node start: with 0 every committed entry on disk
+# leaves memory, so applies and replication read the log back from the files.
+LOG_CACHES = (0, 64 << 10, 16 << 20)
 PROBE_EVERY = 0.025  # seconds between probes of a node that does not serve
 HOLD_EVERY = 0.05  # seconds between the requests on a serving node's held connection
 REPLY_WAIT = 0.5  # seconds a probe waits for its answer
@@ -251,13 +254,15 @@ class ClusterNode:
         start records the node's fsyncs (``SYNC_RECORD_ENV``) in ``synced``, for a
         simulated power loss (bench/cluster_chaos_power.py). With ``stalls``, each start
     holds the node's log fsyncs back a drawn number of milliseconds (``SYNC_STALLS``;
-    a slow disk), so that a power loss more often finds writes not yet synced."""
+    a slow disk), so that a power loss more often finds writes not yet synced, and
+    keeps a drawn number of bytes of its log in memory (``LOG_CACHES``)."""
 
     def __init__(self, ident: int, net: Net, work: Path, token: Path | None = None,
                  stalls: random.Random | None = None) -> None:  # fmt: skip
         self.id = ident
-        self.stalls = stalls  # draws each start's fsync stall (None: none)
+        self.stalls = stalls  # draws each start's fsync stall and log cache (None: none)
         self.stall = 0
+        self.cache = LOG_CACHES[-1]
         self.net = net
         self.dir = work / f"node{ident}"
         self.log = work / f"node{ident}.log"  # every incarnation's stderr
@@ -274,10 +279,12 @@ class ClusterNode:
         prefix = ["unshare", "--mount", "sh", "-c", IN_NAMESPACE, str(self.net.hosts[self.id])]
         more = [] if self.token is None else ["--admin-token-file", str(self.token)]
         self.stall = 0 if self.stalls is None else self.stalls.choice(SYNC_STALLS)
+        if self.stalls is not None:
+            self.cache = self.stalls.choice(LOG_CACHES)
         self.net.dials(self.id, True)
         self.child = BeanpoleChild(
             "serve", "--cluster", str(self.file), "--node", str(self.id),
-            "-b", str(self.dir), *more, prefix=prefix,
+            "-b", str(self.dir), "--log-cache-bytes", str(self.cache), *more, prefix=prefix,
             env={SYNC_RECORD_ENV: str(self.synced), SYNC_STALL_ENV: str(self.stall)},
         )  # fmt: skip
         try:

@@ -290,6 +290,22 @@ def test_cluster_ms_flags_are_refused_without_cluster_and_checked(
     assert one_line_error(result).startswith(f"Error: invalid {setting} in {path}: must be at")
 
 
+def test_log_cache_bytes_is_refused_without_cluster_and_checked() -> None:
+    help_text = " ".join(invoke("serve", "--help").output.split())
+    assert "--log-cache-bytes BYTES" in help_text
+    assert "BEANPOLE_LOG_CACHE_BYTES" in help_text
+    result = invoke("serve", "--log-cache-bytes", "1024")
+    assert result.exit_code == 2, result.output
+    assert "applies to cluster nodes only (needs --cluster)" in result.output
+    result = invoke("serve", "--log-cache-bytes", "-1")
+    assert result.exit_code == 2, result.output
+    assert "must be at least 0" in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+    result = invoke("serve", env={"BEANPOLE_LOG_CACHE_BYTES": "lots"})
+    assert result.exit_code == 1
+    assert one_line_error(result).startswith("Error: invalid BEANPOLE_LOG_CACHE_BYTES")
+
+
 def test_unknown_user_exits_1_before_binding() -> None:
     result = invoke("serve", "-p", "0", "-u", "no-such-user-beanpole")
     assert result.exit_code == 1

@@ -99,6 +99,7 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "node",
         "commit_timeout_ms",
         "session_grace_ms",
+        "log_cache_bytes",
     ]
 
 
@@ -583,6 +584,37 @@ def test_cluster_ms_settings_are_refused_without_cluster(tmp_path: Path, name: s
         Config.from_env({env_var(name): "300"})
     # The default is no change: a single server may state it.
     assert getattr(Config(**{name: 5000}), name) == 5000  # type: ignore[arg-type]
+
+
+def test_log_cache_bytes_comes_from_flags_environment_and_toml(tmp_path: Path) -> None:
+    assert Config().log_cache_bytes == 16 << 20
+    assert flag("log_cache_bytes") == "--log-cache-bytes"
+    assert env_var("log_cache_bytes") == "BEANPOLE_LOG_CACHE_BYTES"
+    path = write(
+        tmp_path,
+        "[beanpole]\ncluster = 'c.toml'\nnode = 2\nbinlog_dir = '/d'\nlog_cache_bytes = 0\n",
+    )
+    assert Config.from_toml(path).log_cache_bytes == 0
+    environ = {"BEANPOLE_CLUSTER": "c.toml", "BEANPOLE_NODE": "1", "BEANPOLE_BINLOG_DIR": "/d"}
+    config = Config.from_env({**environ, "BEANPOLE_LOG_CACHE_BYTES": "65536"})
+    assert config.log_cache_bytes == 65536
+    config = Config.load(
+        config_file=path, environ={"BEANPOLE_LOG_CACHE_BYTES": "7"}, flags={"log_cache_bytes": 9}
+    )
+    assert config.log_cache_bytes == 9
+    # A single server refuses another value than the default, and states it freely.
+    with pytest.raises(ConfigError, match="applies to cluster nodes only") as info:
+        Config(log_cache_bytes=1024)
+    assert info.value.field == "log_cache_bytes"
+    assert Config(log_cache_bytes=16 << 20).log_cache_bytes == 16 << 20
+    for bad, fragment in [
+        (-1, "at least 0"),
+        (1 << 63, "at most 9223372036854775807"),
+        ("1", "must be an integer"),
+        (True, "must be an integer"),
+    ]:
+        with pytest.raises(ConfigError, match=fragment):
+            Config(**NODE, log_cache_bytes=bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", CLUSTER_MS)

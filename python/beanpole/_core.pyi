@@ -55,6 +55,7 @@ class ClusterNode:
         admin_token: str | None = None,
         fsync: bool = True,
         session_grace_ms: int = 5000,
+        log_cache_bytes: int = 16777216,
     ) -> ClusterNode: ...
     @property
     def node(self) -> int: ...

@@ -115,6 +115,7 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
             max_memory=config.max_memory,
             commit_timeout_ms=config.commit_timeout_ms,
             session_grace_ms=config.session_grace_ms,
+            log_cache_bytes=config.log_cache_bytes,
             admin_token=token,
             fsync=not config.no_fsync,
         )

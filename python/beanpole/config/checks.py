@@ -53,6 +53,8 @@ class ClusterSettings(Protocol):
     def commit_timeout_ms(self) -> int: ...
     @property
     def session_grace_ms(self) -> int: ...
+    @property
+    def log_cache_bytes(self) -> int: ...
 
 
 class TLSSettings(Protocol):
@@ -108,9 +110,18 @@ def check_file(name: str, value: object) -> None:
         raise Invalid(f"must be a file path or None, got {value!r}", field=name)
 
 
+#: Settings of cluster nodes only, with their defaults (a single server refuses
+#: any other value).
+CLUSTER_ONLY: Final = {
+    "commit_timeout_ms": 5000,
+    "session_grace_ms": 5000,
+    "log_cache_bytes": 16 << 20,
+}
+
+
 def check_cluster(config: ClusterSettings) -> None:
     """--cluster names a file and needs --node (an id of 1 or more) and -b; --node
-    and a --commit-timeout-ms or --session-grace-ms other than the default need
+    and a cluster node's setting (CLUSTER_ONLY) other than its default need
     --cluster."""
     check_file("cluster", config.cluster)
     node = config.node
@@ -119,8 +130,8 @@ def check_cluster(config: ClusterSettings) -> None:
     if config.cluster is None:
         if node is not None:
             raise Invalid("needs --cluster as well (the file that lists the nodes)", field="node")
-        for name in ("commit_timeout_ms", "session_grace_ms"):
-            if getattr(config, name) != 5000:
+        for name, default in CLUSTER_ONLY.items():
+            if getattr(config, name) != default:
                 raise Invalid("applies to cluster nodes only (needs --cluster)", field=name)
         return
     if node is None:

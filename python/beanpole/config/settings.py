@@ -118,6 +118,7 @@ class ConfigChanges(TypedDict, total=False):
     node: int | None
     commit_timeout_ms: int
     session_grace_ms: int
+    log_cache_bytes: int
 
 
 def _setting(default: _T, *, flag: str, doc: str) -> _T:
@@ -304,6 +305,13 @@ class Config:
         "(stopped, crashed, or cut off from the leader) outlive it; past it its jobs "
         "are ready again.",
     )
+    log_cache_bytes: int = _setting(
+        16 << 20,
+        flag="--log-cache-bytes",
+        doc="Cluster nodes: bytes of the Raft log's records kept in memory; older "
+        "committed entries are read back from disk when a follower that is behind or "
+        "a restart needs them.",
+    )
 
     def __post_init__(self) -> None:
         try:
@@ -363,6 +371,7 @@ class Config:
             object.__setattr__(self, "cluster", os.fspath(self.cluster))
         check_int("commit_timeout_ms", self.commit_timeout_ms, low=1, high=INT64_MAX)
         check_int("session_grace_ms", self.session_grace_ms, low=1, high=INT64_MAX)
+        check_int("log_cache_bytes", self.log_cache_bytes, low=0, high=INT64_MAX)
         check_cluster(self)
 
     # -- building -----------------------------------------------------------------------

@@ -103,6 +103,7 @@ ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "node": _parse_int,
     "commit_timeout_ms": _parse_int,
     "session_grace_ms": _parse_int,
+    "log_cache_bytes": _parse_int,
 }
 
 

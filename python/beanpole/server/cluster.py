@@ -53,7 +53,8 @@ class Cluster:
     closes). A client of a node that stops keeps its reservations for
     ``session_grace_ms``; then its jobs are ready again. ``fsync=False`` (``-F``)
     skips the Raft log's fsyncs: faster, and a crash of a majority's machines can
-    lose what they acknowledged."""
+    lose what they acknowledged. Each node keeps ``log_cache_bytes`` of its Raft
+    log's records in memory and reads older committed entries back from disk."""
 
     def __init__(
         self,
@@ -67,6 +68,7 @@ class Cluster:
         commit_timeout_ms: int = 5000,
         session_grace_ms: int = 5000,
         fsync: bool = True,
+        log_cache_bytes: int = 16 << 20,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"a cluster needs at least one node, got {nodes}")
@@ -81,6 +83,7 @@ class Cluster:
             "commit_timeout_ms": commit_timeout_ms,
             "session_grace_ms": session_grace_ms,
             "fsync": fsync,
+            "log_cache_bytes": log_cache_bytes,
         }
         self._nodes: dict[int, _core.ClusterNode | None] = {}
         self._clients: dict[int, tuple[str, int]] = {}
