@@ -7,8 +7,9 @@
 //! [`KEEP_BYTES`] (a node's `log_cache_bytes`), never the last one (whose id is
 //! the log's end). What a follower that is behind or a restart's re-apply
 //! asks for from before that is read from the files. So the log's memory is
-//! bounded by that figure and the entries not yet committed, whatever the size
-//! of the log between snapshots (which the snapshot policy bounds by the
+//! bounded by that figure, the entries not yet committed and a few bytes for
+//! each entry on disk only (`Older`), whatever the size of the log between
+//! snapshots (which the snapshot policy bounds by the
 //! state's size, `node/snapshots.rs`).
 
 use std::collections::{BTreeMap, VecDeque};
@@ -35,11 +36,8 @@ pub(super) struct Cache {
     pub entries: BTreeMap<u64, Entry>,
     /// The records' bytes of `entries`.
     pub bytes: u64,
-    /// The entries after the purged one and before `entries`, on disk only:
-    /// each one's id and records' bytes.
-    older: VecDeque<(LogId, u64)>,
-    /// The records' bytes of `older`.
-    older_bytes: u64,
+    /// The entries after the purged one and before `entries`, on disk only.
+    older: Older,
     /// The records' bytes `entries` keeps before its committed ones go.
     pub keep: u64,
     pub purged: Option<LogId>,
@@ -61,8 +59,7 @@ impl Cache {
         let mut cache = Cache {
             entries: BTreeMap::new(),
             bytes: 0,
-            older: VecDeque::new(),
-            older_bytes: 0,
+            older: Older::default(),
             keep: KEEP_BYTES,
             purged,
             vote,
@@ -85,35 +82,21 @@ impl Cache {
     /// The id of the log's last entry (or the purged one).
     pub fn last(&self) -> Option<LogId> {
         let in_memory = self.entries.values().next_back().map(|e| e.log_id);
-        in_memory
-            .or_else(|| self.older.back().map(|&(id, _)| id))
-            .or(self.purged)
+        in_memory.or_else(|| self.older.last()).or(self.purged)
     }
 
     /// Drop the entries from `index` on.
     pub fn cut_from(&mut self, index: u64) {
         let cut = self.entries.split_off(&index);
         self.bytes -= cut.values().map(entry_bytes).sum::<u64>();
-        while self.older.back().is_some_and(|(id, _)| id.index >= index) {
-            if let Some((_, n)) = self.older.pop_back() {
-                self.older_bytes -= n;
-            }
-        }
+        self.older.cut_from(index);
     }
 
     /// Drop the entries up to `log_id`, which is now the purged one.
     pub fn purge(&mut self, log_id: LogId) {
         self.entries = self.entries.split_off(&(log_id.index + 1));
         self.bytes = self.entries.values().map(entry_bytes).sum();
-        while self
-            .older
-            .front()
-            .is_some_and(|(id, _)| id.index <= log_id.index)
-        {
-            if let Some((_, n)) = self.older.pop_front() {
-                self.older_bytes -= n;
-            }
-        }
+        self.older.purge(log_id.index);
         self.purged = Some(log_id);
     }
 
@@ -134,8 +117,7 @@ impl Cache {
             let entry = entry.remove();
             let n = entry_bytes(&entry);
             self.bytes -= n;
-            self.older_bytes += n;
-            self.older.push_back((entry.log_id, n));
+            self.older.push(entry.log_id, n);
         }
     }
 
@@ -143,21 +125,107 @@ impl Cache {
     /// memory or not.
     pub fn bytes_after(&self, index: Option<u64>) -> u64 {
         let Some(index) = index else {
-            return self.bytes + self.older_bytes;
+            return self.bytes + self.older.bytes;
         };
         let in_memory: u64 = self
             .entries
             .range(index + 1..)
             .map(|(_, e)| entry_bytes(e))
             .sum();
-        let on_disk: u64 = self
-            .older
-            .iter()
-            .rev()
-            .take_while(|(id, _)| id.index > index)
-            .map(|&(_, n)| n)
-            .sum();
-        in_memory + on_disk
+        in_memory + self.older.bytes_after(index)
+    }
+}
+
+/// The entries on disk only (after the purged one, before those in memory),
+/// in little memory: each one's records' bytes, and where each leader's run of
+/// them starts (an entry's id is its leader's and its index).
+#[derive(Debug, Default)]
+struct Older {
+    /// Index of the first.
+    first: u64,
+    /// Each one's records' bytes (a frame holds less than 4 GiB).
+    sizes: VecDeque<u32>,
+    /// The id of the first entry of each run with one leader.
+    runs: VecDeque<LogId>,
+    /// The sum of `sizes`.
+    bytes: u64,
+}
+
+impl Older {
+    /// The first one's index.
+    fn first(&self) -> Option<u64> {
+        (!self.sizes.is_empty()).then_some(self.first)
+    }
+
+    /// The index after the last one.
+    fn end(&self) -> u64 {
+        self.first + self.sizes.len() as u64
+    }
+
+    /// The last one's id.
+    fn last(&self) -> Option<LogId> {
+        let run = self.runs.back().filter(|_| !self.sizes.is_empty())?;
+        Some(LogId::new(run.leader_id, self.end() - 1))
+    }
+
+    /// Add the entry after the last one (the first, when empty).
+    fn push(&mut self, id: LogId, bytes: u64) {
+        if self.sizes.is_empty() {
+            self.first = id.index;
+            self.runs.clear();
+        }
+        if self
+            .runs
+            .back()
+            .map_or(true, |run| run.leader_id != id.leader_id)
+        {
+            self.runs.push_back(id);
+        }
+        self.sizes
+            .push_back(u32::try_from(bytes).unwrap_or(u32::MAX));
+        self.bytes += bytes;
+    }
+
+    /// Drop those from `index` on.
+    fn cut_from(&mut self, index: u64) {
+        while self.end() > index.max(self.first) {
+            if let Some(n) = self.sizes.pop_back() {
+                self.bytes -= u64::from(n);
+            }
+        }
+        while self.runs.back().is_some_and(|run| run.index >= index) {
+            self.runs.pop_back();
+        }
+    }
+
+    /// Drop those up to `index`.
+    fn purge(&mut self, index: u64) {
+        while !self.sizes.is_empty() && self.first <= index {
+            if let Some(n) = self.sizes.pop_front() {
+                self.bytes -= u64::from(n);
+            }
+            self.first += 1;
+        }
+        while self.runs.len() > 1 && self.runs[1].index <= self.first {
+            self.runs.pop_front();
+        }
+    }
+
+    /// The records' bytes of those after `index`, summed from the nearer end.
+    fn bytes_after(&self, index: u64) -> u64 {
+        if index < self.first {
+            return self.bytes;
+        }
+        let upto = usize::try_from(index + 1 - self.first).unwrap_or(usize::MAX);
+        if upto >= self.sizes.len() {
+            return 0;
+        }
+        if upto <= self.sizes.len() / 2 {
+            let before: u64 = self.sizes.iter().take(upto).map(|&n| u64::from(n)).sum();
+            self.bytes - before
+        } else {
+            self.sizes.iter().skip(upto).map(|&n| u64::from(n)).sum()
+        }
     }
 }
 
@@ -219,9 +287,9 @@ impl LogReader {
                 Some(&first) => first,
                 None => cache.last().map_or(0, |l| l.index + 1),
             };
-            let disk = cache.older.front().map(|(first, _)| {
+            let disk = cache.older.first().map(|first| {
                 let stop = to.min(memory_from);
-                let start = from.max(first.index);
+                let start = from.max(first);
                 (start, stop.min(start.saturating_add(disk_limit as u64)))
             });
             let start = from.max(memory_from);
@@ -389,6 +457,46 @@ mod tests {
             "from disk alone, when the run from disk is limited"
         );
         Ok(())
+    }
+
+    #[test]
+    fn what_is_on_disk_only_keeps_each_ones_id_and_size_in_a_few_bytes() {
+        let id = |term: u64, index: u64| LogId::new(CommittedLeaderId::new(term, 1), index);
+        let mut older = Older::default();
+        assert_eq!((older.first(), older.last()), (None, None));
+        // Entries 5..=14: terms 2, 2, 3 (x5), 4 (x3); entry i holds 10 * i bytes.
+        let term = |i: u64| match i {
+            5..=6 => 2,
+            7..=11 => 3,
+            _ => 4,
+        };
+        for i in 5..=14 {
+            older.push(id(term(i), i), 10 * i);
+        }
+        assert_eq!(older.runs.len(), 3, "one run per leader");
+        assert_eq!((older.first(), older.last()), (Some(5), Some(id(4, 14))));
+        let after = |k: u64| (k + 1..=14).map(|i| 10 * i).sum::<u64>();
+        for k in 0..=15 {
+            assert_eq!(older.bytes_after(k), after(k.max(4)), "after {k}");
+        }
+        older.cut_from(12);
+        assert_eq!(
+            older.last(),
+            Some(id(3, 11)),
+            "the cut reaches back into term 3"
+        );
+        older.cut_from(7);
+        assert_eq!(older.last(), Some(id(2, 6)));
+        older.push(id(5, 7), 70);
+        assert_eq!(older.last(), Some(id(5, 7)));
+        older.purge(6);
+        assert_eq!((older.first(), older.last()), (Some(7), Some(id(5, 7))));
+        assert_eq!(older.runs.len(), 1, "runs before the first are dropped");
+        assert_eq!(older.bytes, 70);
+        older.purge(9);
+        assert_eq!((older.first(), older.last(), older.bytes), (None, None, 0));
+        older.push(id(6, 10), 1);
+        assert_eq!((older.first(), older.last()), (Some(10), Some(id(6, 10))));
     }
 
     #[test]

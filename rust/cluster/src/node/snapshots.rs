@@ -1,8 +1,9 @@
-//! When a node snapshots: when the log it holds in memory after its last
-//! snapshot has grown past both a floor (`snapshot_bytes`, 64 MiB by default)
+//! When a node snapshots: when its log after its last snapshot (in memory and
+//! on disk) has grown past both a floor (`snapshot_bytes`, 64 MiB by default)
 //! and the size of that snapshot's image. A snapshot lets openraft purge the
-//! entries it covers (all but the last few), which bounds the memory the log
-//! takes.
+//! entries it covers (all but the last few), which bounds the log on disk and
+//! what a restart re-applies (its memory has a bound of its own,
+//! `logstore/cache.rs`).
 //!
 //! openraft's own policy (a snapshot every 5,000 entries) is off
 //! (`NodeConfig::new`): a snapshot writes the whole state, so with a long
@@ -10,7 +11,7 @@
 //! share of that state, and under load the nodes spent about a sixth of their
 //! Raft threads building snapshots. Measured against the image instead, each
 //! byte of log costs at most about one byte of snapshot however long the queue,
-//! and the log in memory stays below the larger of the floor and the state.
+//! and the log stays below the larger of the floor and the state.
 
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ const EVERY: Duration = Duration::from_millis(200);
 /// After asking for a snapshot, how long to wait for it before asking again.
 const PATIENCE: Duration = Duration::from_secs(5);
 
-/// Whether a log holding `log_bytes` of records in memory is due a snapshot,
+/// Whether a log holding `log_bytes` of records is due a snapshot,
 /// with a floor of `floor` bytes and a last image of `image_bytes`.
 pub fn due(log_bytes: u64, floor: u64, image_bytes: u64) -> bool {
     log_bytes > floor.max(image_bytes)
