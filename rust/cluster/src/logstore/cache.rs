@@ -26,9 +26,10 @@ use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 /// The records' bytes kept in memory by default before committed entries are
 /// read back from disk instead.
 pub const KEEP_BYTES: u64 = 16 << 20;
-/// The most entries one replication read takes from disk (openraft asks again
-/// for the rest).
+/// The most entries, and bytes of their frames, one replication read takes from
+/// disk (but one entry, however large; openraft asks again for the rest).
 const DISK_BATCH: usize = 256;
+const DISK_BATCH_BYTES: u64 = 8 << 20;
 
 /// What the log holds in memory.
 #[derive(Debug)]
@@ -279,8 +280,15 @@ pub struct LogReader {
 
 impl LogReader {
     /// The entries of `from..to` there are, from disk as far as they are no
-    /// longer in memory; at most `disk_limit` of those.
-    fn read(&self, from: u64, to: u64, disk_limit: usize) -> std::io::Result<Vec<Entry>> {
+    /// longer in memory; at most `disk_limit` of those, and `disk_bytes` of
+    /// their frames (but one).
+    fn read(
+        &self,
+        from: u64,
+        to: u64,
+        disk_limit: usize,
+        disk_bytes: u64,
+    ) -> std::io::Result<Vec<Entry>> {
         let (disk, in_memory) = {
             let cache = self.shared.lock();
             let memory_from = match cache.entries.keys().next() {
@@ -307,7 +315,7 @@ impl LogReader {
         let Some((start, stop)) = disk else {
             return Ok(in_memory);
         };
-        let mut out = self.frames.read(start, stop)?;
+        let mut out = self.frames.read(start, stop, disk_bytes)?;
         // Whatever follows goes only after the whole run from disk: a run cut
         // short (by the limit, or a purge meanwhile) ends the answer.
         let whole = out.last().map(|e| e.log_id.index + 1) == Some(stop);
@@ -344,7 +352,8 @@ impl RaftLogReader<TypeConfig> for LogReader {
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
         let (from, to) = bounds(&range);
-        self.read(from, to, usize::MAX).map_err(read_failed)
+        self.read(from, to, usize::MAX, u64::MAX)
+            .map_err(read_failed)
     }
 
     async fn limited_get_log_entries(
@@ -352,7 +361,8 @@ impl RaftLogReader<TypeConfig> for LogReader {
         start: u64,
         end: u64,
     ) -> Result<Vec<Entry>, StorageError> {
-        self.read(start, end, DISK_BATCH).map_err(read_failed)
+        self.read(start, end, DISK_BATCH, DISK_BATCH_BYTES)
+            .map_err(read_failed)
     }
 }
 
@@ -450,12 +460,18 @@ mod tests {
             indexes(&all),
             "within one batch from disk"
         );
-        let short = reader.read(1, 51, 10)?;
+        let short = reader.read(1, 51, 10, u64::MAX)?;
         assert_eq!(
             indexes(&short),
             (1..=10).collect::<Vec<_>>(),
             "from disk alone, when the run from disk is limited"
         );
+        // Each frame is 1,000 bytes of records and its headers: 3,500 bytes
+        // take 3 frames, and a limit below one frame still takes one.
+        let by_bytes = reader.read(1, 51, usize::MAX, 3_500)?;
+        assert_eq!(indexes(&by_bytes), [1, 2, 3], "limited by bytes");
+        let one = reader.read(7, 51, usize::MAX, 1)?;
+        assert_eq!(indexes(&one), [7], "never none");
         Ok(())
     }
 

@@ -101,9 +101,9 @@ impl Frames {
 
     /// Read the entries `from..to` back from the files: those found, in order,
     /// from `from` on (none if `from` is not on disk; fewer if the range runs
-    /// past what is).
-    pub fn read(&self, from: u64, to: u64) -> io::Result<Vec<Entry>> {
-        let spans = self.spans(from, to);
+    /// past what is, or past `max_bytes` of frames, though never none for that).
+    pub fn read(&self, from: u64, to: u64, max_bytes: u64) -> io::Result<Vec<Entry>> {
+        let spans = self.spans(from, to, max_bytes);
         let mut out = Vec::new();
         for span in spans {
             let len = usize::try_from(span.to - span.from).map_err(io::Error::other)?;
@@ -133,11 +133,12 @@ impl Frames {
     }
 
     /// The runs of frames holding `from..to`, one per segment, as far as they
-    /// are consecutive from `from`.
-    fn spans(&self, from: u64, to: u64) -> Vec<Span> {
+    /// are consecutive from `from` and within `max_bytes` (but the first frame).
+    fn spans(&self, from: u64, to: u64, max_bytes: u64) -> Vec<Span> {
         let table = self.lock();
         let mut spans = Vec::new();
         let mut next = from;
+        let mut left = max_bytes;
         for seg in table.iter() {
             let count = seg.offsets.len() as u64;
             if next >= to {
@@ -150,8 +151,17 @@ impl Frames {
                 break;
             }
             let start = (next - seg.first) as usize;
-            let stop = ((to - seg.first).min(count)) as usize;
-            let end = seg.offsets.get(stop).copied().unwrap_or(seg.end);
+            let mut stop = ((to - seg.first).min(count)) as usize;
+            let end_of = |i: usize| seg.offsets.get(i).copied().unwrap_or(seg.end);
+            let at = seg.offsets[start];
+            while stop > start + 1 && end_of(stop) - at > left {
+                stop -= 1;
+            }
+            let end = end_of(stop);
+            if end - at > left && !spans.is_empty() {
+                break;
+            }
+            left = left.saturating_sub(end - at);
             spans.push(Span {
                 file: Arc::clone(&seg.file),
                 first: next,
@@ -160,6 +170,9 @@ impl Frames {
                 to: end,
             });
             next = seg.first + stop as u64;
+            if left == 0 {
+                break;
+            }
         }
         spans
     }
