@@ -171,6 +171,8 @@ def test_metrics_readiness_and_hooks_through_a_failover(
         for name in ("leader", "follower", "candidate", "learner", "down"):
             assert m[f'beanpole_cluster_role{{role="{name}"}}'] == (1 if name == role else 0)
         assert m["beanpole_cluster_last_log_index"] >= m["beanpole_cluster_commit_index"] > 0
+        # The five puts' records at least, all of them in memory (below the bound).
+        assert 5 * len(b"job 0") < m["beanpole_cluster_log_memory_bytes"] <= 16 << 20
         # The queue is the leader's, read through this node's client address.
         assert m["beanpole_up"] == 1
         assert m['beanpole_jobs{state="ready",tube="ops"}'] == 5

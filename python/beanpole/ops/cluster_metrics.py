@@ -11,6 +11,7 @@ the cluster under ``beanpole_cluster_*``:
 ``beanpole_cluster_leader``                the leader's id it knows (0: none)
 ``beanpole_cluster_commit_index``          the last log index it applied
 ``beanpole_cluster_last_log_index``        the last index in its log
+``beanpole_cluster_log_memory_bytes``       its Raft log's records kept in memory
 ``beanpole_cluster_ready``                 1 when ``/readyz`` answers 200
 ``beanpole_cluster_leader_changes_total``  leaders learnt of since start
 ``beanpole_cluster_member_up{node}``       1 if the member answered the last probes
@@ -102,6 +103,12 @@ class NodeCollector(Collector):
                 "beanpole_cluster_last_log_index",
                 "The last index in this node's log.",
                 view["last_log"],
+            ),
+            gauge(
+                "beanpole_cluster_log_memory_bytes",
+                "Bytes of this node's Raft log records kept in memory (--log-cache-bytes "
+                "and the entries not yet committed).",
+                view["log_memory_bytes"],
             ),
             gauge(
                 "beanpole_cluster_ready",

@@ -227,7 +227,7 @@ class Node:
         native = self.native
         if native is None:
             return {"id": self.id, "role": "down", "term": 0, "leader": None, "applied": 0,
-                    "last_log": 0, "serving": False}  # fmt: skip
+                    "last_log": 0, "serving": False, "log_memory_bytes": 0}  # fmt: skip
         return dict(native.status())
 
     def not_ready(self, status: dict[str, Any] | None = None) -> str | None:
@@ -302,6 +302,7 @@ class Node:
             "leader": status.get("leader"),
             "commit": status.get("applied"),
             "last_log": last_log,
+            "log_memory_bytes": int(status.get("log_memory_bytes") or 0),
             "serving": bool(status.get("serving")),
             "voters": list(status.get("voters") or ()),
             "learners": list(status.get("learners") or ()),

@@ -152,14 +152,17 @@ impl PyClusterNode {
     /// This node's view: id, role (leader, follower, candidate, learner,
     /// down), term, leader, applied, last_log, serving, voters, learners, and
     /// on the leader matched (each member's matching log index, None when not
-    /// known) and millis_since_quorum_ack.
+    /// known) and millis_since_quorum_ack; and log_memory_bytes (the Raft
+    /// log's records it keeps in memory, 0 when down).
     fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let status = {
             let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            guard.as_ref().map(Node::status)
+            guard.as_ref().map(|node| (node.status(), node.log_bytes()))
         };
-        let status = status.unwrap_or_else(|| NodeStatus::down(self.id));
-        status_dict(py, &status)
+        let (status, log_bytes) = status.unwrap_or_else(|| (NodeStatus::down(self.id), 0));
+        let d = status_dict(py, &status)?;
+        d.set_item("log_memory_bytes", log_bytes)?;
+        Ok(d)
     }
 
     /// The `stats` of this node's client server while it leads and serves;
