@@ -134,3 +134,60 @@ fn entries_past_the_memory_bound_are_read_back_by_a_restart_and_for_a_follower_b
     }
     Ok(())
 }
+
+/// A follower catching up from the leader's files while that disk is slow
+/// (each read held back 3 s, far past an election timeout): the read waits on
+/// a thread of its own, not on the leader's Raft thread, which sends the other
+/// follower's heartbeats and serves the leader's clients; so a put is answered
+/// while the read is still held back.
+#[test]
+fn a_slow_read_for_a_follower_behind_leaves_the_leader_serving() -> Result<(), Error> {
+    let file = cluster_file(3)?;
+    let dirs: Vec<tempfile::TempDir> = (0..3)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    let mut nodes: Vec<Option<Node>> = Vec::new();
+    for id in 1..=3u64 {
+        nodes.push(Some(start_small(&file, id, dirs[id as usize - 1].path())?));
+    }
+    let leader = serving(&nodes)?;
+    let behind = (leader + 1) % 3;
+    let addr = nodes[leader].as_ref().ok_or("leader")?.client_addr()?;
+    let mut client = Client::connect(addr)?;
+    let next = put(&mut client, 1, 2)?;
+    if let Some(mut node) = nodes[behind].take() {
+        node.stop();
+    }
+    // Far more than the leader keeps in memory: the follower's catch-up is
+    // read from the leader's files.
+    let next = put(&mut client, next, 10)?;
+    let reads = nodes[leader].as_ref().ok_or("leader")?.disk_reads();
+    reads
+        .stall()
+        .store(3_000, std::sync::atomic::Ordering::SeqCst);
+    nodes[behind] = Some(start_small(&file, behind as u64 + 1, dirs[behind].path())?);
+    wait(
+        || reads.under_way() > 0,
+        || "the leader never read the follower's entries back".into(),
+    )?;
+    let last = put(&mut client, next, 1)?;
+    assert!(
+        reads.under_way() > 0,
+        "the put was answered only once the read held back was done"
+    );
+    reads.stall().store(0, std::sync::atomic::Ordering::SeqCst);
+    let durable = |i: usize| nodes[i].as_ref().map_or(0, Node::durable_index);
+    wait(
+        || durable(behind) >= durable(leader),
+        || format!("durable {} against {}", durable(behind), durable(leader)),
+    )?;
+    let mut client = Client::connect(addr)?;
+    assert_eq!(
+        client.call(format!("peek {}\r\n", last - 1).as_bytes())?,
+        format!("FOUND {} {BODY}\r\n", last - 1)
+    );
+    for node in nodes.iter_mut().flatten() {
+        node.stop();
+    }
+    Ok(())
+}

@@ -282,7 +282,12 @@ impl LogReader {
     /// The entries of `from..to` there are, from disk as far as they are no
     /// longer in memory; at most `disk_limit` of those, and `disk_bytes` of
     /// their frames (but one).
-    fn read(
+    ///
+    /// The disk is read on the runtime's blocking pool, not on the thread that
+    /// asks: that is the node's Raft thread, which also sends every follower's
+    /// heartbeats and, on a leader, serves its clients; a follower far behind
+    /// on a slow disk would otherwise stall them all for each read.
+    async fn read(
         &self,
         from: u64,
         to: u64,
@@ -315,7 +320,10 @@ impl LogReader {
         let Some((start, stop)) = disk else {
             return Ok(in_memory);
         };
-        let mut out = self.frames.read(start, stop, disk_bytes)?;
+        let frames = Arc::clone(&self.frames);
+        let mut out = tokio::task::spawn_blocking(move || frames.read(start, stop, disk_bytes))
+            .await
+            .map_err(std::io::Error::other)??;
         // Whatever follows goes only after the whole run from disk: a run cut
         // short (by the limit, or a purge meanwhile) ends the answer.
         let whole = out.last().map(|e| e.log_id.index + 1) == Some(stop);
@@ -353,6 +361,7 @@ impl RaftLogReader<TypeConfig> for LogReader {
     ) -> Result<Vec<Entry>, StorageError> {
         let (from, to) = bounds(&range);
         self.read(from, to, usize::MAX, u64::MAX)
+            .await
             .map_err(read_failed)
     }
 
@@ -362,6 +371,7 @@ impl RaftLogReader<TypeConfig> for LogReader {
         end: u64,
     ) -> Result<Vec<Entry>, StorageError> {
         self.read(start, end, DISK_BATCH, DISK_BATCH_BYTES)
+            .await
             .map_err(read_failed)
     }
 }
@@ -460,7 +470,7 @@ mod tests {
             indexes(&all),
             "within one batch from disk"
         );
-        let short = reader.read(1, 51, 10, u64::MAX)?;
+        let short = block_on(reader.read(1, 51, 10, u64::MAX))?;
         assert_eq!(
             indexes(&short),
             (1..=10).collect::<Vec<_>>(),
@@ -468,9 +478,9 @@ mod tests {
         );
         // Each frame is 1,000 bytes of records and its headers: 3,500 bytes
         // take 3 frames, and a limit below one frame still takes one.
-        let by_bytes = reader.read(1, 51, usize::MAX, 3_500)?;
+        let by_bytes = block_on(reader.read(1, 51, usize::MAX, 3_500))?;
         assert_eq!(indexes(&by_bytes), [1, 2, 3], "limited by bytes");
-        let one = reader.read(7, 51, usize::MAX, 1)?;
+        let one = block_on(reader.read(7, 51, usize::MAX, 1))?;
         assert_eq!(indexes(&one), [7], "never none");
         Ok(())
     }

@@ -14,7 +14,9 @@
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -64,6 +66,11 @@ pub(super) struct Placed {
 #[derive(Debug, Default)]
 pub struct Frames {
     table: Mutex<Vec<Placed>>,
+    /// Fault injection for tests: milliseconds each read is held back (a slow
+    /// disk), settable while the node runs.
+    stall: Arc<AtomicU64>,
+    /// Reads under way now (the tests' view of a read held back).
+    reading: AtomicU64,
 }
 
 /// A run of frames to read from one file.
@@ -89,9 +96,16 @@ impl Frames {
 
     /// Publish the frame of entry `index`, written at `at` up to `end` in the
     /// last segment.
+    /// The writer starts a new segment (and publishes it) for an entry that
+    /// does not follow the last one, so it always does.
     pub(super) fn push(&self, index: u64, at: u64, end: u64) {
         let mut table = self.lock();
-        if let Some(last) = table.last_mut() {
+        let last = table.last_mut();
+        debug_assert!(
+            matches!(&last, Some(l) if l.first + l.offsets.len() as u64 == index),
+            "frame of entry {index} does not follow the last segment's"
+        );
+        if let Some(last) = last {
             if last.first + last.offsets.len() as u64 == index {
                 last.offsets.push(at);
                 last.end = end;
@@ -99,10 +113,32 @@ impl Frames {
         }
     }
 
+    /// The read stall knob ([`Frames::read`]), shared.
+    pub(super) fn stall(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.stall)
+    }
+
+    /// How many reads are under way now.
+    pub(super) fn reading(&self) -> u64 {
+        self.reading.load(Ordering::SeqCst)
+    }
+
     /// Read the entries `from..to` back from the files: those found, in order,
     /// from `from` on (none if `from` is not on disk; fewer if the range runs
     /// past what is, or past `max_bytes` of frames, though never none for that).
+    /// Blocks on the disk: called off the Raft thread (`cache.rs`).
     pub fn read(&self, from: u64, to: u64, max_bytes: u64) -> io::Result<Vec<Entry>> {
+        self.reading.fetch_add(1, Ordering::SeqCst);
+        let stall = self.stall.load(Ordering::Relaxed);
+        if stall > 0 {
+            std::thread::sleep(Duration::from_millis(stall));
+        }
+        let out = self.read_spans(from, to, max_bytes);
+        self.reading.fetch_sub(1, Ordering::SeqCst);
+        out
+    }
+
+    fn read_spans(&self, from: u64, to: u64, max_bytes: u64) -> io::Result<Vec<Entry>> {
         let spans = self.spans(from, to, max_bytes);
         let mut out = Vec::new();
         for span in spans {

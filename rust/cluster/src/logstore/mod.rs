@@ -53,6 +53,24 @@ use self::writer::{Op, Writer};
 use crate::codec;
 use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
 
+/// The log's reads of committed entries back from its files (`frames.rs`), as
+/// the tests steer and watch them.
+#[derive(Debug, Clone)]
+pub struct DiskReads(Arc<frames::Frames>);
+
+impl DiskReads {
+    /// The milliseconds each read is held back from now on (a slow disk),
+    /// settable while the node runs.
+    pub fn stall(&self) -> Arc<AtomicU64> {
+        self.0.stall()
+    }
+
+    /// How many reads are under way now.
+    pub fn under_way(&self) -> u64 {
+        self.0.reading()
+    }
+}
+
 /// The Raft log of one node.
 #[derive(Debug)]
 pub struct LogStore {
@@ -109,6 +127,11 @@ impl LogStore {
     /// [`writer::FAIL_SYNCS`] makes them fail (a dead disk).
     pub fn sync_stall(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.stall)
+    }
+
+    /// Fault injection for tests on the reads back from disk ([`DiskReads`]).
+    pub fn disk_reads(&self) -> DiskReads {
+        DiskReads(Arc::clone(&self.reader.frames))
     }
 
     /// Open (creating) the log in `dir`, read it back, and start its writer

@@ -145,6 +145,8 @@ pub struct Node {
     view: crate::sm::StateView,
     /// The log writer's fault knob (tests).
     sync_stall: Arc<std::sync::atomic::AtomicU64>,
+    /// The log's reads back from disk, and their fault knob (tests).
+    disk_reads: crate::logstore::DiskReads,
     /// How far the log is on disk, and why it failed if it did.
     durable: crate::logstore::Durable,
     id: NodeId,
@@ -192,6 +194,7 @@ impl Node {
         let durable = log.durable();
         let cache_size = log.cache_size();
         let sync_stall = log.sync_stall();
+        let disk_reads = log.disk_reads();
         let view = sm.view();
         let bind = |addr: &str, fd: Option<RawFd>, what| {
             let bound = match fd {
@@ -359,6 +362,7 @@ impl Node {
             cache_size,
             view,
             sync_stall,
+            disk_reads,
             durable,
             id: config.id,
             _lock: lock,
@@ -421,6 +425,12 @@ impl Node {
     /// The index of the last entry this node's log has on disk (fsynced).
     pub fn durable_index(&self) -> u64 {
         self.durable.borrow().last.map_or(0, |l| l.index)
+    }
+
+    /// Fault injection for tests: this node's log reads back from disk held
+    /// back (`DiskReads::stall`), and how many are under way.
+    pub fn disk_reads(&self) -> crate::logstore::DiskReads {
+        self.disk_reads.clone()
     }
 
     /// Bytes of records the Raft log holds in memory now.
