@@ -50,6 +50,18 @@ fn start_small(file: &ClusterFile, id: u64, dir: &std::path::Path) -> Result<Nod
     start_with(file, id, dir, |c: &mut NodeConfig| c.log_cache_bytes = KEEP)
 }
 
+/// Three nodes keeping [`KEEP`] bytes in memory, each in a directory of its own.
+fn three_small(file: &ClusterFile) -> Result<(Vec<tempfile::TempDir>, Vec<Option<Node>>), Error> {
+    let dirs: Vec<tempfile::TempDir> = (0..3)
+        .map(|_| tempfile::tempdir())
+        .collect::<Result<_, _>>()?;
+    let mut nodes = Vec::new();
+    for id in 1..=3u64 {
+        nodes.push(Some(start_small(file, id, dirs[id as usize - 1].path())?));
+    }
+    Ok((dirs, nodes))
+}
+
 /// Wait until `done` holds (at most 20 s), saying what `show` says if not.
 fn wait(mut done: impl FnMut() -> bool, show: impl Fn() -> String) -> Result<(), Error> {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -66,13 +78,7 @@ fn wait(mut done: impl FnMut() -> bool, show: impl Fn() -> String) -> Result<(),
 fn entries_past_the_memory_bound_are_read_back_by_a_restart_and_for_a_follower_behind(
 ) -> Result<(), Error> {
     let file = cluster_file(3)?;
-    let dirs: Vec<tempfile::TempDir> = (0..3)
-        .map(|_| tempfile::tempdir())
-        .collect::<Result<_, _>>()?;
-    let mut nodes: Vec<Option<Node>> = Vec::new();
-    for id in 1..=3u64 {
-        nodes.push(Some(start_small(&file, id, dirs[id as usize - 1].path())?));
-    }
+    let (dirs, mut nodes) = three_small(&file)?;
     let leader = serving(&nodes)?;
     let (behind, other) = ((leader + 1) % 3, (leader + 2) % 3);
     let addr = nodes[leader].as_ref().ok_or("leader")?.client_addr()?;
@@ -143,13 +149,7 @@ fn entries_past_the_memory_bound_are_read_back_by_a_restart_and_for_a_follower_b
 #[test]
 fn a_slow_read_for_a_follower_behind_leaves_the_leader_serving() -> Result<(), Error> {
     let file = cluster_file(3)?;
-    let dirs: Vec<tempfile::TempDir> = (0..3)
-        .map(|_| tempfile::tempdir())
-        .collect::<Result<_, _>>()?;
-    let mut nodes: Vec<Option<Node>> = Vec::new();
-    for id in 1..=3u64 {
-        nodes.push(Some(start_small(&file, id, dirs[id as usize - 1].path())?));
-    }
+    let (dirs, mut nodes) = three_small(&file)?;
     let leader = serving(&nodes)?;
     let behind = (leader + 1) % 3;
     let addr = nodes[leader].as_ref().ok_or("leader")?.client_addr()?;
