@@ -46,20 +46,12 @@ fn put(client: &mut Client, first: u32, batches: u32) -> Result<u32, Error> {
     Ok(next)
 }
 
-fn start_small(file: &ClusterFile, id: u64, dir: &std::path::Path) -> Result<Node, Error> {
-    start_with(file, id, dir, |c: &mut NodeConfig| c.log_cache_bytes = KEEP)
+fn small(c: &mut NodeConfig) {
+    c.log_cache_bytes = KEEP;
 }
 
-/// Three nodes keeping [`KEEP`] bytes in memory, each in a directory of its own.
-fn three_small(file: &ClusterFile) -> Result<(Vec<tempfile::TempDir>, Vec<Option<Node>>), Error> {
-    let dirs: Vec<tempfile::TempDir> = (0..3)
-        .map(|_| tempfile::tempdir())
-        .collect::<Result<_, _>>()?;
-    let mut nodes = Vec::new();
-    for id in 1..=3u64 {
-        nodes.push(Some(start_small(file, id, dirs[id as usize - 1].path())?));
-    }
-    Ok((dirs, nodes))
+fn start_small(file: &ClusterFile, id: u64, dir: &std::path::Path) -> Result<Node, Error> {
+    start_with(file, id, dir, small)
 }
 
 /// Wait until `done` holds (at most 20 s), saying what `show` says if not.
@@ -78,7 +70,7 @@ fn wait(mut done: impl FnMut() -> bool, show: impl Fn() -> String) -> Result<(),
 fn entries_past_the_memory_bound_are_read_back_by_a_restart_and_for_a_follower_behind(
 ) -> Result<(), Error> {
     let file = cluster_file(3)?;
-    let (dirs, mut nodes) = three_small(&file)?;
+    let (dirs, mut nodes) = three_with(&file, small)?;
     let leader = serving(&nodes)?;
     let (behind, other) = ((leader + 1) % 3, (leader + 2) % 3);
     let addr = nodes[leader].as_ref().ok_or("leader")?.client_addr()?;
@@ -149,7 +141,7 @@ fn entries_past_the_memory_bound_are_read_back_by_a_restart_and_for_a_follower_b
 #[test]
 fn a_slow_read_for_a_follower_behind_leaves_the_leader_serving() -> Result<(), Error> {
     let file = cluster_file(3)?;
-    let (dirs, mut nodes) = three_small(&file)?;
+    let (dirs, mut nodes) = three_with(&file, small)?;
     let leader = serving(&nodes)?;
     let behind = (leader + 1) % 3;
     let addr = nodes[leader].as_ref().ok_or("leader")?.client_addr()?;

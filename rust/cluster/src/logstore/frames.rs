@@ -95,9 +95,8 @@ impl Frames {
     }
 
     /// Publish the frame of entry `index`, written at `at` up to `end` in the
-    /// last segment.
-    /// The writer starts a new segment (and publishes it) for an entry that
-    /// does not follow the last one, so it always does.
+    /// last segment. The writer starts a new segment (and publishes it) for an
+    /// entry that does not follow the last one, so it always does.
     pub(super) fn push(&self, index: u64, at: u64, end: u64) {
         let mut table = self.lock();
         let last = table.last_mut();
