@@ -66,6 +66,10 @@ SYNC_STALLS = (0, 0, 0, 5, 20)  # milliseconds, one drawn per node start
 # --log-cache-bytes, one drawn per node start: with 0 every committed entry on disk
 # leaves memory, so applies and replication read the log back from the files.
 LOG_CACHES = (0, 64 << 10, 16 << 20)
+# --snapshot-bytes, one drawn per node start: with 4 KiB a node snapshots every few
+# entries, so builds (from the snapshot on disk and the log after it), their files'
+# writes and installs on followers behind run under every fault.
+SNAPSHOT_FLOORS = (4 << 10, 64 << 10, 64 << 20)
 PROBE_EVERY = 0.025  # seconds between probes of a node that does not serve
 HOLD_EVERY = 0.05  # seconds between the requests on a serving node's held connection
 REPLY_WAIT = 0.5  # seconds a probe waits for its answer
@@ -255,14 +259,16 @@ class ClusterNode:
         simulated power loss (bench/cluster_chaos_power.py). With ``stalls``, each start
     holds the node's log fsyncs back a drawn number of milliseconds (``SYNC_STALLS``;
     a slow disk), so that a power loss more often finds writes not yet synced, and
-    keeps a drawn number of bytes of its log in memory (``LOG_CACHES``)."""
+    keeps a drawn number of bytes of its log in memory (``LOG_CACHES``) and snapshots
+    past a drawn number of bytes of log (``SNAPSHOT_FLOORS``)."""
 
     def __init__(self, ident: int, net: Net, work: Path, token: Path | None = None,
                  stalls: random.Random | None = None) -> None:  # fmt: skip
         self.id = ident
-        self.stalls = stalls  # draws each start's fsync stall and log cache (None: none)
+        self.stalls = stalls  # draws each start's fsync stall, log cache, snapshot floor
         self.stall = 0
         self.cache = LOG_CACHES[-1]
+        self.floor = SNAPSHOT_FLOORS[-1]
         self.net = net
         self.dir = work / f"node{ident}"
         self.log = work / f"node{ident}.log"  # every incarnation's stderr
@@ -281,10 +287,12 @@ class ClusterNode:
         self.stall = 0 if self.stalls is None else self.stalls.choice(SYNC_STALLS)
         if self.stalls is not None:
             self.cache = self.stalls.choice(LOG_CACHES)
+            self.floor = self.stalls.choice(SNAPSHOT_FLOORS)
         self.net.dials(self.id, True)
         self.child = BeanpoleChild(
             "serve", "--cluster", str(self.file), "--node", str(self.id),
-            "-b", str(self.dir), "--log-cache-bytes", str(self.cache), *more, prefix=prefix,
+            "-b", str(self.dir), "--log-cache-bytes", str(self.cache),
+            "--snapshot-bytes", str(self.floor), *more, prefix=prefix,
             env={SYNC_RECORD_ENV: str(self.synced), SYNC_STALL_ENV: str(self.stall)},
         )  # fmt: skip
         try:

@@ -290,20 +290,27 @@ def test_cluster_ms_flags_are_refused_without_cluster_and_checked(
     assert one_line_error(result).startswith(f"Error: invalid {setting} in {path}: must be at")
 
 
-def test_log_cache_bytes_is_refused_without_cluster_and_checked() -> None:
+@pytest.mark.parametrize(
+    ("flag", "env"),
+    [
+        ("--log-cache-bytes", "BEANPOLE_LOG_CACHE_BYTES"),
+        ("--snapshot-bytes", "BEANPOLE_SNAPSHOT_BYTES"),
+    ],
+)
+def test_cluster_byte_settings_are_refused_without_cluster_and_checked(flag: str, env: str) -> None:
     help_text = " ".join(invoke("serve", "--help").output.split())
-    assert "--log-cache-bytes BYTES" in help_text
-    assert "BEANPOLE_LOG_CACHE_BYTES" in help_text
-    result = invoke("serve", "--log-cache-bytes", "1024")
+    assert f"{flag} BYTES" in help_text
+    assert env in help_text
+    result = invoke("serve", flag, "1024")
     assert result.exit_code == 2, result.output
     assert "applies to cluster nodes only (needs --cluster)" in result.output
-    result = invoke("serve", "--log-cache-bytes", "-1")
+    result = invoke("serve", flag, "-1")
     assert result.exit_code == 2, result.output
     assert "must be at least 0" in " ".join(result.output.split())
     assert "Traceback" not in result.output
-    result = invoke("serve", env={"BEANPOLE_LOG_CACHE_BYTES": "lots"})
+    result = invoke("serve", env={env: "lots"})
     assert result.exit_code == 1
-    assert one_line_error(result).startswith("Error: invalid BEANPOLE_LOG_CACHE_BYTES")
+    assert one_line_error(result).startswith(f"Error: invalid {env}")
 
 
 def test_unknown_user_exits_1_before_binding() -> None:

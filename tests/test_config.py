@@ -100,6 +100,7 @@ def test_fields_are_exactly_the_documented_settings() -> None:
         "commit_timeout_ms",
         "session_grace_ms",
         "log_cache_bytes",
+        "snapshot_bytes",
     ]
 
 
@@ -586,27 +587,34 @@ def test_cluster_ms_settings_are_refused_without_cluster(tmp_path: Path, name: s
     assert getattr(Config(**{name: 5000}), name) == 5000  # type: ignore[arg-type]
 
 
-def test_log_cache_bytes_comes_from_flags_environment_and_toml(tmp_path: Path) -> None:
-    assert Config().log_cache_bytes == 16 << 20
-    assert flag("log_cache_bytes") == "--log-cache-bytes"
-    assert env_var("log_cache_bytes") == "BEANPOLE_LOG_CACHE_BYTES"
+@pytest.mark.parametrize(
+    ("name", "default", "env"),
+    [
+        ("log_cache_bytes", 16 << 20, "BEANPOLE_LOG_CACHE_BYTES"),
+        ("snapshot_bytes", 64 << 20, "BEANPOLE_SNAPSHOT_BYTES"),
+    ],
+)
+def test_cluster_byte_settings_come_from_flags_environment_and_toml(
+    tmp_path: Path, name: str, default: int, env: str
+) -> None:
+    assert getattr(Config(), name) == default
+    assert flag(name) == "--" + name.replace("_", "-")
+    assert env_var(name) == env
     path = write(
         tmp_path,
-        "[beanpole]\ncluster = 'c.toml'\nnode = 2\nbinlog_dir = '/d'\nlog_cache_bytes = 0\n",
+        f"[beanpole]\ncluster = 'c.toml'\nnode = 2\nbinlog_dir = '/d'\n{name} = 0\n",
     )
-    assert Config.from_toml(path).log_cache_bytes == 0
+    assert getattr(Config.from_toml(path), name) == 0
     environ = {"BEANPOLE_CLUSTER": "c.toml", "BEANPOLE_NODE": "1", "BEANPOLE_BINLOG_DIR": "/d"}
-    config = Config.from_env({**environ, "BEANPOLE_LOG_CACHE_BYTES": "65536"})
-    assert config.log_cache_bytes == 65536
-    config = Config.load(
-        config_file=path, environ={"BEANPOLE_LOG_CACHE_BYTES": "7"}, flags={"log_cache_bytes": 9}
-    )
-    assert config.log_cache_bytes == 9
+    config = Config.from_env({**environ, env: "65536"})
+    assert getattr(config, name) == 65536
+    config = Config.load(config_file=path, environ={env: "7"}, flags={name: 9})
+    assert getattr(config, name) == 9
     # A single server refuses another value than the default, and states it freely.
     with pytest.raises(ConfigError, match="applies to cluster nodes only") as info:
-        Config(log_cache_bytes=1024)
-    assert info.value.field == "log_cache_bytes"
-    assert Config(log_cache_bytes=16 << 20).log_cache_bytes == 16 << 20
+        Config(**{name: 1024})  # type: ignore[arg-type]
+    assert info.value.field == name
+    assert getattr(Config(**{name: default}), name) == default  # type: ignore[arg-type]
     for bad, fragment in [
         (-1, "at least 0"),
         (1 << 63, "at most 9223372036854775807"),
@@ -614,7 +622,7 @@ def test_log_cache_bytes_comes_from_flags_environment_and_toml(tmp_path: Path) -
         (True, "must be an integer"),
     ]:
         with pytest.raises(ConfigError, match=fragment):
-            Config(**NODE, log_cache_bytes=bad)  # type: ignore[arg-type]
+            Config(**NODE, **{name: bad})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", CLUSTER_MS)

@@ -56,6 +56,7 @@ class ClusterNode:
         fsync: bool = True,
         session_grace_ms: int = 5000,
         log_cache_bytes: int = 16777216,
+        snapshot_bytes: int = 67108864,
     ) -> ClusterNode: ...
     @property
     def node(self) -> int: ...

@@ -116,6 +116,7 @@ def run_node(config: Config, flags: dict[str, Any]) -> None:
             commit_timeout_ms=config.commit_timeout_ms,
             session_grace_ms=config.session_grace_ms,
             log_cache_bytes=config.log_cache_bytes,
+            snapshot_bytes=config.snapshot_bytes,
             admin_token=token,
             fsync=not config.no_fsync,
         )

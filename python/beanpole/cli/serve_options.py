@@ -90,6 +90,7 @@ OPTIONS: Final = (
     Option("commit_timeout_ms", ("--commit-timeout-ms",), "int", "MS"),
     Option("session_grace_ms", ("--session-grace-ms",), "int", "MS"),
     Option("log_cache_bytes", ("--log-cache-bytes",), "int", "BYTES"),
+    Option("snapshot_bytes", ("--snapshot-bytes",), "int", "BYTES"),
 )
 
 #: The Config fields ``serve`` takes from flags.

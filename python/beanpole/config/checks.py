@@ -55,6 +55,8 @@ class ClusterSettings(Protocol):
     def session_grace_ms(self) -> int: ...
     @property
     def log_cache_bytes(self) -> int: ...
+    @property
+    def snapshot_bytes(self) -> int: ...
 
 
 class TLSSettings(Protocol):
@@ -116,6 +118,7 @@ CLUSTER_ONLY: Final = {
     "commit_timeout_ms": 5000,
     "session_grace_ms": 5000,
     "log_cache_bytes": 16 << 20,
+    "snapshot_bytes": 64 << 20,
 }
 
 

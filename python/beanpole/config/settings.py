@@ -119,6 +119,7 @@ class ConfigChanges(TypedDict, total=False):
     commit_timeout_ms: int
     session_grace_ms: int
     log_cache_bytes: int
+    snapshot_bytes: int
 
 
 def _setting(default: _T, *, flag: str, doc: str) -> _T:
@@ -312,6 +313,13 @@ class Config:
         "committed entries are read back from disk when a follower that is behind or "
         "a restart needs them.",
     )
+    snapshot_bytes: int = _setting(
+        64 << 20,
+        flag="--snapshot-bytes",
+        doc="Cluster nodes: a node snapshots its state once its Raft log since the last "
+        "snapshot holds more than these bytes of records and more than that snapshot's "
+        "size; the snapshot lets it drop the log it covers.",
+    )
 
     def __post_init__(self) -> None:
         try:
@@ -372,6 +380,7 @@ class Config:
         check_int("commit_timeout_ms", self.commit_timeout_ms, low=1, high=INT64_MAX)
         check_int("session_grace_ms", self.session_grace_ms, low=1, high=INT64_MAX)
         check_int("log_cache_bytes", self.log_cache_bytes, low=0, high=INT64_MAX)
+        check_int("snapshot_bytes", self.snapshot_bytes, low=0, high=INT64_MAX)
         check_cluster(self)
 
     # -- building -----------------------------------------------------------------------

@@ -104,6 +104,7 @@ ENV_PARSERS: Final[Mapping[str, Callable[[str], object]]] = {
     "commit_timeout_ms": _parse_int,
     "session_grace_ms": _parse_int,
     "log_cache_bytes": _parse_int,
+    "snapshot_bytes": _parse_int,
 }
 
 

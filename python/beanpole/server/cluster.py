@@ -54,7 +54,9 @@ class Cluster:
     ``session_grace_ms``; then its jobs are ready again. ``fsync=False`` (``-F``)
     skips the Raft log's fsyncs: faster, and a crash of a majority's machines can
     lose what they acknowledged. Each node keeps ``log_cache_bytes`` of its Raft
-    log's records in memory and reads older committed entries back from disk."""
+    log's records in memory and reads older committed entries back from disk, and
+    snapshots its state once its log since the last snapshot holds more than
+    ``snapshot_bytes`` of records (and more than that snapshot)."""
 
     def __init__(
         self,
@@ -69,6 +71,7 @@ class Cluster:
         session_grace_ms: int = 5000,
         fsync: bool = True,
         log_cache_bytes: int = 16 << 20,
+        snapshot_bytes: int = 64 << 20,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"a cluster needs at least one node, got {nodes}")
@@ -84,6 +87,7 @@ class Cluster:
             "session_grace_ms": session_grace_ms,
             "fsync": fsync,
             "log_cache_bytes": log_cache_bytes,
+            "snapshot_bytes": snapshot_bytes,
         }
         self._nodes: dict[int, _core.ClusterNode | None] = {}
         self._clients: dict[int, tuple[str, int]] = {}

@@ -63,6 +63,7 @@ pub fn open_storage(dir: &Path) -> Result<(LogStore, StateMachine), OpenError> {
 /// (`LogStore::open_with`).
 pub fn open_storage_with(dir: &Path, fsync: bool) -> Result<(LogStore, StateMachine), OpenError> {
     let log = LogStore::open_with(&dir.join("raft"), fsync)?;
-    let sm = StateMachine::open(&dir.join("sm"))?;
+    let mut sm = StateMachine::open(&dir.join("sm"))?;
+    sm.build_from(log.reader());
     Ok((log, sm))
 }

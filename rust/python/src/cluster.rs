@@ -70,14 +70,16 @@ impl PyClusterNode {
     /// `fsync` false: the Raft log is not synced (`-F`). `session_grace_ms`:
     /// how long a client of a node that is gone keeps its reservations.
     /// `log_cache_bytes`: the Raft log's records kept in memory (older
-    /// committed entries are read back from disk).
+    /// committed entries are read back from disk). `snapshot_bytes`: the log's
+    /// records since the last snapshot past which (and past that snapshot's
+    /// size) the node snapshots.
     #[staticmethod]
     #[pyo3(signature = (
         cluster_file, node, data_dir, max_job_size = 65535, verbose = 0, threads = 0,
         max_connections = 0, max_memory = 0, heartbeat_ms = 50,
         election_timeout_ms = (250, 500), client_fd = None, peer_fd = None, announce = true,
         commit_timeout_ms = 5000, admin_token = None, fsync = true, session_grace_ms = 5000,
-        log_cache_bytes = 16_777_216,
+        log_cache_bytes = 16_777_216, snapshot_bytes = 67_108_864,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn start(
@@ -100,6 +102,7 @@ impl PyClusterNode {
         fsync: bool,
         session_grace_ms: i64,
         log_cache_bytes: i64,
+        snapshot_bytes: i64,
     ) -> PyResult<PyClusterNode> {
         let id = positive("node id", node)?;
         let file = ClusterFile::load(&cluster_file).map_err(|e| node_err(e.into()))?;
@@ -125,6 +128,9 @@ impl PyClusterNode {
             Duration::from_millis(positive("session grace", session_grace_ms)?);
         config.log_cache_bytes = u64::try_from(log_cache_bytes).map_err(|_| {
             PyValueError::new_err(format!("log cache bytes {log_cache_bytes} is negative"))
+        })?;
+        config.snapshot_bytes = u64::try_from(snapshot_bytes).map_err(|_| {
+            PyValueError::new_err(format!("snapshot bytes {snapshot_bytes} is negative"))
         })?;
         let started = py.detach(move || Node::start(config)).map_err(node_err)?;
         let addr = started

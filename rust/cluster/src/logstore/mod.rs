@@ -108,6 +108,11 @@ impl LogStore {
         self.durable.clone()
     }
 
+    /// A reader of this log's entries, for the state machine's snapshot builds.
+    pub fn reader(&self) -> LogReader {
+        self.reader.clone()
+    }
+
     /// A handle on the size of what the log holds in memory.
     pub fn cache_size(&self) -> CacheSize {
         CacheSize(Arc::clone(&self.reader.shared))

@@ -448,6 +448,12 @@ impl Node {
         self.view.snapshots_built()
     }
 
+    /// Fault injection for tests: this node's snapshot builds held back while
+    /// they make their images (`Builds::stall`), and how many are under way.
+    pub fn snapshot_builds(&self) -> Arc<crate::sm::Builds> {
+        self.view.builds()
+    }
+
     /// Enter drain mode: while this node leads, puts are answered DRAINING.
     pub fn drain(&self) {
         self.draining.store(true, Ordering::SeqCst);

@@ -1,12 +1,15 @@
 //! The state machine openraft applies committed entries to ([`StateMachine`], a
 //! `RaftStateMachine`): the engine's replica of the queue (`wal::replica`), fed
 //! each entry's journal records by the engine's replay rules, with the
-//! replicated clock and the membership; and its snapshots (`snapshot.rs`).
+//! replicated clock and the membership; and its snapshots (`snapshot.rs`,
+//! built by `build.rs`).
 //!
 //! The state is not written by `apply`: it is the last snapshot plus the log
 //! entries after it, which openraft re-applies at start up to the committed
 //! index the log store saved. Imports the engine's `wal::replica`, the cluster's
-//! types, codec and snapshot file.
+//! types, codec and snapshot file, and the log's reader (for the builds).
+
+mod build;
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -16,8 +19,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use anyerror::AnyError;
 use beanpole_engine::wal::replica::Replica;
 use openraft::storage::{RaftStateMachine, Snapshot};
-use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
+use openraft::{EntryPayload, StorageIOError};
 
+use self::build::save_file;
+pub use self::build::{Builds, SnapshotBuilder};
+use crate::logstore::LogReader;
 use crate::snapshot::{self, SnapshotError};
 use crate::types::{
     Applied, Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
@@ -37,15 +43,34 @@ pub struct State {
     built: u64,
 }
 
+impl State {
+    /// The metadata of a snapshot of the state as it stands, under a new id,
+    /// and its clock.
+    fn point(&mut self) -> (SnapshotMeta, i64) {
+        self.built += 1;
+        let id = match self.applied {
+            Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, self.built),
+            None => format!("0-0-{}", self.built),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: self.applied,
+            last_membership: self.membership.clone(),
+            snapshot_id: id,
+        };
+        (meta, self.clock)
+    }
+}
+
 /// The state, shared by the state machine, its snapshot builders and whoever
 /// looks at it (the leader's takeover, tests). A std mutex: held to apply one
 /// batch of entries or to copy the state out, never across an await or I/O.
 #[derive(Debug, Clone, Default)]
 pub struct StateView {
     state: Arc<Mutex<State>>,
-    /// The current snapshot's image bytes, readable without the lock (which a
-    /// snapshot being built holds while it writes the image).
+    /// The current snapshot's image bytes, readable without the lock.
     image_bytes: Arc<AtomicU64>,
+    /// The snapshot builds, for the tests.
+    builds: Arc<Builds>,
     /// The last log id of the snapshot file on disk (the current snapshot:
     /// its image is in its file only, read back for the rare follower that
     /// needs it, not kept in memory beside the state). An async mutex: held
@@ -71,6 +96,11 @@ impl StateView {
     pub fn image_bytes(&self) -> u64 {
         self.image_bytes.load(Ordering::Relaxed)
     }
+
+    /// Fault injection and a watch on the snapshot builds, for tests.
+    pub fn builds(&self) -> Arc<Builds> {
+        Arc::clone(&self.builds)
+    }
 }
 
 /// The state machine of one node.
@@ -78,6 +108,8 @@ impl StateView {
 pub struct StateMachine {
     view: StateView,
     dir: PathBuf,
+    /// The node's log, which snapshots are built from (`build.rs`).
+    log: Option<LogReader>,
 }
 
 impl StateMachine {
@@ -104,9 +136,11 @@ impl StateMachine {
             view: StateView {
                 state: Arc::new(Mutex::new(state)),
                 image_bytes: Arc::new(AtomicU64::new(image_bytes)),
+                builds: Arc::default(),
                 saved: Arc::new(tokio::sync::Mutex::new(saved)),
             },
             dir: dir.to_path_buf(),
+            log: None,
         })
     }
 
@@ -114,72 +148,12 @@ impl StateMachine {
     pub fn view(&self) -> StateView {
         self.view.clone()
     }
-}
 
-/// Builds a snapshot of the state as it is when asked.
-#[derive(Debug)]
-pub struct SnapshotBuilder {
-    view: StateView,
-    dir: PathBuf,
-}
-
-/// Write the snapshot file off the runtime's threads, unless the file on disk
-/// is of a later state already; then record it as the current snapshot.
-/// Gives the image back.
-async fn save_file(
-    view: &StateView,
-    dir: PathBuf,
-    meta: &SnapshotMeta,
-    image: Vec<u8>,
-) -> Result<Vec<u8>, StorageError> {
-    let mut saved = view.saved.lock().await;
-    // None orders first: any file on disk is newer than no log id.
-    if *saved > meta.last_log_id {
-        return Ok(image);
-    }
-    let head = snapshot::head(meta, &image);
-    let signature = Some(meta.signature());
-    let written = tokio::task::spawn_blocking(move || {
-        let outcome = snapshot::save(&dir, &head, &image);
-        (outcome, image)
-    })
-    .await;
-    let error = match written {
-        Ok((Ok(()), image)) => {
-            *saved = meta.last_log_id;
-            view.image_bytes
-                .store(image.len() as u64, Ordering::Relaxed);
-            return Ok(image);
-        }
-        Ok((Err(e), _)) => AnyError::new(&e),
-        Err(e) => AnyError::new(&e),
-    };
-    Err(StorageIOError::write_snapshot(signature, error).into())
-}
-
-impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
-    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let (meta, image) = {
-            let mut state = self.view.lock();
-            state.built += 1;
-            let mut image = Vec::new();
-            state.replica.write_image(state.clock, &mut image);
-            let id = match state.applied {
-                Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, state.built),
-                None => format!("0-0-{}", state.built),
-            };
-            let meta = SnapshotMeta {
-                last_log_id: state.applied,
-                last_membership: state.membership.clone(),
-                snapshot_id: id,
-            };
-            (meta, image)
-        };
-        let image = save_file(&self.view, self.dir.clone(), &meta, image).await?;
-        Ok(Snapshot {
-            meta,
-            snapshot: Box::new(Cursor::new(image)),
-        })
+    /// Build snapshots from the snapshot on disk and the entries of `log` after
+    /// it, not by encoding the live state under its lock (`build.rs`). `log`
+    /// must be the log this machine's entries are applied from.
+    pub fn build_from(&mut self, log: LogReader) {
+        self.log = Some(log);
     }
 }
 
@@ -224,6 +198,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         SnapshotBuilder {
             view: self.view.clone(),
             dir: self.dir.clone(),
+            log: self.log.clone(),
         }
     }
 
@@ -238,8 +213,20 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     ) -> Result<(), StorageError> {
         let image = snapshot.into_inner();
         let signature = Some(meta.signature());
-        let (replica, clock) = Replica::read_image(&image)
-            .map_err(|e| StorageIOError::read_snapshot(signature, AnyError::new(&e)))?;
+        // Decoded on the blocking pool: the whole queue, not a Raft thread's
+        // moment.
+        let decoded = tokio::task::spawn_blocking(move || {
+            let decoded = Replica::read_image(&image).map_err(|e| AnyError::new(&e));
+            (decoded, image)
+        })
+        .await;
+        let (replica, clock, image) = match decoded {
+            Ok((Ok((replica, clock)), image)) => (replica, clock, image),
+            Ok((Err(e), _)) => return Err(StorageIOError::read_snapshot(signature, e).into()),
+            Err(e) => {
+                return Err(StorageIOError::read_snapshot(signature, AnyError::new(&e)).into())
+            }
+        };
         save_file(&self.view, self.dir.clone(), meta, image).await?;
         let mut state = self.view.lock();
         state.replica = replica;
