@@ -115,3 +115,19 @@ def test_cluster_ab_smoke(bench: Path, tmp_path: Path) -> None:
     assert "per round against one: " in out, out
     assert "by thread (median µs/put): " in out and "beanpole-raft" in out, out
     assert not list(tmp_path.glob("beanpole-cluster-ab-*")), "a run's directory was left"
+
+
+def test_cluster_stalls_smoke(bench: Path, tmp_path: Path) -> None:
+    """``bench/cluster_stalls.py``, one short run of this interpreter's build: the probes'
+    puts were timed and the terms read (no timing is asserted)."""
+    proc = run_script(
+        "cluster_stalls.py", "--build", "cur=", "--rounds", "1", "--seconds", "2",
+        "--bench", str(bench), "--tmp", str(tmp_path),
+    )  # fmt: skip
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("round 1 cur: "))
+    assert "puts/s; probes p50" in line
+    waited = line.split(" waited ")[0].rsplit(", ", 1)[1]
+    held, timed = (int(x.replace(",", "")) for x in waited.split(" of "))
+    assert 0 <= held <= timed and timed > 0, line
+    assert " -> " in line.split("terms ")[1]
+    assert "cur: median " in proc.stdout

@@ -5,11 +5,8 @@
 //! leader's files (no snapshot: the log is far below the snapshot floor); then
 //! it leads with every job as put.
 
-use std::io::{BufRead, Write};
-use std::time::{Duration, Instant};
-
 use beanpole_cluster::file::ClusterFile;
-use beanpole_cluster::node::{HandoverOutcome, Node, NodeConfig};
+use beanpole_cluster::node::{Node, NodeConfig};
 
 mod nodes;
 
@@ -26,24 +23,14 @@ fn body(id: u32) -> String {
     format!("job {id}: ").repeat(BODY)[..BODY].to_owned()
 }
 
-/// Put `batches` batches of jobs numbered from `first`, pipelined.
+const JOBS: Batches = Batches {
+    size: BATCH,
+    body_len: BODY,
+    body,
+};
+
 fn put(client: &mut Client, first: u32, batches: u32) -> Result<u32, Error> {
-    let mut next = first;
-    for _ in 0..batches {
-        let mut bytes = Vec::new();
-        for id in next..next + BATCH {
-            let body = body(id);
-            bytes.extend_from_slice(format!("put 0 0 60 {}\r\n{body}\r\n", body.len()).as_bytes());
-        }
-        client.writer.write_all(&bytes)?;
-        for id in next..next + BATCH {
-            let mut line = String::new();
-            client.reader.read_line(&mut line)?;
-            assert_eq!(line, format!("INSERTED {id}\r\n"));
-        }
-        next += BATCH;
-    }
-    Ok(next)
+    JOBS.put(client, first, batches)
 }
 
 fn small(c: &mut NodeConfig) {
@@ -55,15 +42,8 @@ fn start_small(file: &ClusterFile, id: u64, dir: &std::path::Path) -> Result<Nod
 }
 
 /// Wait until `done` holds (at most 20 s), saying what `show` says if not.
-fn wait(mut done: impl FnMut() -> bool, show: impl Fn() -> String) -> Result<(), Error> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        if Instant::now() > deadline {
-            return Err(show().into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
+fn wait(done: impl FnMut() -> bool, show: impl Fn() -> String) -> Result<(), Error> {
+    wait_until(20, done, show)
 }
 
 #[test]
@@ -104,29 +84,7 @@ fn entries_past_the_memory_bound_are_read_back_by_a_restart_and_for_a_follower_b
     )?;
     // It leads with every job: the other follower stops and the leader hands
     // over to it, the one voter left.
-    if let Some(mut node) = nodes[other].take() {
-        node.stop();
-    }
-    let outcome = nodes[leader]
-        .as_ref()
-        .ok_or("leader")?
-        .step_down(Duration::from_secs(10));
-    assert!(
-        matches!(outcome, HandoverOutcome::HandedOver { .. }),
-        "{outcome:?}"
-    );
-    let new = nodes[behind].as_ref().ok_or("restarted")?;
-    assert!(new.wait_serving(Duration::from_secs(10)), "it leads");
-    let mut client = Client::connect(new.client_addr()?)?;
-    for id in 1..last {
-        let head = client.call(format!("peek {id}\r\n").as_bytes())?;
-        assert_eq!(head, format!("FOUND {id} {BODY}\r\n"));
-        assert_eq!(client.body(BODY)?, body(id).as_bytes(), "job {id}");
-    }
-    assert_eq!(
-        client.call(format!("peek {last}\r\n").as_bytes())?,
-        "NOT_FOUND\r\n"
-    );
+    JOBS.led_by(&mut nodes, (leader, behind, other), last)?;
     for node in nodes.iter_mut().flatten() {
         node.stop();
     }

@@ -4,45 +4,31 @@
 //! stays the leader; and a node restarted on the images built that way, the
 //! second one made from the first, leads with every job as put.
 
-use std::io::{BufRead, Write};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
-use beanpole_cluster::node::{HandoverOutcome, Node, NodeConfig};
+use beanpole_cluster::node::{Node, NodeConfig};
 
 mod nodes;
 
 use nodes::*;
 
-/// Puts per pipelined batch, and bytes per body: one batch is one entry of
-/// about 50 KB at most.
-const BATCH: u32 = 50;
-const BODY: usize = 1000;
 /// The log a node snapshots past, here.
 const FLOOR: u64 = 256 << 10;
+/// Bytes per body: a batch of 50 puts is one entry of about 50 KB at most.
+const BODY: usize = 1000;
 
 fn body(id: u32) -> String {
     format!("{id}:{}-", id.wrapping_mul(2_654_435_761)).repeat(BODY)[..BODY].to_owned()
 }
 
-/// Put `batches` batches of jobs numbered from `first`, pipelined.
+const JOBS: Batches = Batches {
+    size: 50,
+    body_len: BODY,
+    body,
+};
+
 fn put(client: &mut Client, first: u32, batches: u32) -> Result<u32, Error> {
-    let mut next = first;
-    for _ in 0..batches {
-        let mut bytes = Vec::new();
-        for id in next..next + BATCH {
-            let body = body(id);
-            bytes.extend_from_slice(format!("put 0 0 60 {}\r\n{body}\r\n", body.len()).as_bytes());
-        }
-        client.writer.write_all(&bytes)?;
-        for id in next..next + BATCH {
-            let mut line = String::new();
-            client.reader.read_line(&mut line)?;
-            assert_eq!(line, format!("INSERTED {id}\r\n"));
-        }
-        next += BATCH;
-    }
-    Ok(next)
+    JOBS.put(client, first, batches)
 }
 
 fn small(c: &mut NodeConfig) {
@@ -50,15 +36,8 @@ fn small(c: &mut NodeConfig) {
 }
 
 /// Wait until `done` holds (at most 30 s), saying what `show` says if not.
-fn wait(mut done: impl FnMut() -> bool, show: impl Fn() -> String) -> Result<(), Error> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done() {
-        if Instant::now() > deadline {
-            return Err(show().into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
+fn wait(done: impl FnMut() -> bool, show: impl Fn() -> String) -> Result<(), Error> {
+    wait_until(30, done, show)
 }
 
 #[test]
@@ -130,29 +109,7 @@ fn a_slow_snapshot_build_leaves_the_leader_serving_and_restarts_read_its_image()
             )
         },
     )?;
-    if let Some(mut node) = nodes[other].take() {
-        node.stop();
-    }
-    let outcome = nodes[leader]
-        .as_ref()
-        .ok_or("leader")?
-        .step_down(Duration::from_secs(10));
-    assert!(
-        matches!(outcome, HandoverOutcome::HandedOver { .. }),
-        "{outcome:?}"
-    );
-    let new = nodes[restarted].as_ref().ok_or("restarted")?;
-    assert!(new.wait_serving(Duration::from_secs(10)), "it leads");
-    let mut client = Client::connect(new.client_addr()?)?;
-    for id in 1..last {
-        let head = client.call(format!("peek {id}\r\n").as_bytes())?;
-        assert_eq!(head, format!("FOUND {id} {BODY}\r\n"));
-        assert_eq!(client.body(BODY)?, body(id).as_bytes(), "job {id}");
-    }
-    assert_eq!(
-        client.call(format!("peek {last}\r\n").as_bytes())?,
-        "NOT_FOUND\r\n"
-    );
+    JOBS.led_by(&mut nodes, (leader, restarted, other), last)?;
     for node in nodes.iter_mut().flatten() {
         node.stop();
     }

@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use beanpole_cluster::file::ClusterFile;
-use beanpole_cluster::node::{Node, NodeConfig};
+use beanpole_cluster::node::{HandoverOutcome, Node, NodeConfig};
 
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -119,6 +119,94 @@ pub fn serving(nodes: &[Option<Node>]) -> Result<usize, Error> {
         if Instant::now() > deadline {
             return Err("no node serves clients".into());
         }
+    }
+}
+
+/// Wait until `done` holds (at most `secs` seconds), saying what `show` says
+/// if not.
+pub fn wait_until(
+    secs: u64,
+    mut done: impl FnMut() -> bool,
+    show: impl Fn() -> String,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        if Instant::now() > deadline {
+            return Err(show().into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Jobs put in pipelined batches, each body computed from the job's number.
+pub struct Batches {
+    /// Puts per batch.
+    pub size: u32,
+    /// Each body's bytes.
+    pub body_len: usize,
+    /// The body of job `id`, `body_len` bytes.
+    pub body: fn(u32) -> String,
+}
+
+impl Batches {
+    /// Put `batches` batches of jobs numbered from `first` (each answered
+    /// with its number); the number after the last.
+    pub fn put(&self, client: &mut Client, first: u32, batches: u32) -> Result<u32, Error> {
+        let mut next = first;
+        for _ in 0..batches {
+            let mut bytes = Vec::new();
+            for id in next..next + self.size {
+                let body = (self.body)(id);
+                bytes.extend_from_slice(
+                    format!("put 0 0 60 {}\r\n{body}\r\n", body.len()).as_bytes(),
+                );
+            }
+            client.writer.write_all(&bytes)?;
+            for id in next..next + self.size {
+                let mut line = String::new();
+                client.reader.read_line(&mut line)?;
+                assert_eq!(line, format!("INSERTED {id}\r\n"));
+            }
+            next += self.size;
+        }
+        Ok(next)
+    }
+
+    /// Stop node `other`, have `leader` hand the lead to `to` (the one voter
+    /// left), and read every job before `last` back from it, each with its
+    /// body, and none from `last` on.
+    pub fn led_by(
+        &self,
+        nodes: &mut [Option<Node>],
+        (leader, to, other): (usize, usize, usize),
+        last: u32,
+    ) -> Result<(), Error> {
+        if let Some(mut node) = nodes[other].take() {
+            node.stop();
+        }
+        let outcome = nodes[leader]
+            .as_ref()
+            .ok_or("leader")?
+            .step_down(Duration::from_secs(10));
+        assert!(
+            matches!(outcome, HandoverOutcome::HandedOver { .. }),
+            "{outcome:?}"
+        );
+        let new = nodes[to].as_ref().ok_or("successor")?;
+        assert!(new.wait_serving(Duration::from_secs(10)), "it leads");
+        let mut client = Client::connect(new.client_addr()?)?;
+        let len = self.body_len;
+        for id in 1..last {
+            let head = client.call(format!("peek {id}\r\n").as_bytes())?;
+            assert_eq!(head, format!("FOUND {id} {len}\r\n"));
+            assert_eq!(client.body(len)?, (self.body)(id).as_bytes(), "job {id}");
+        }
+        assert_eq!(
+            client.call(format!("peek {last}\r\n").as_bytes())?,
+            "NOT_FOUND\r\n"
+        );
+        Ok(())
     }
 }
 
