@@ -5,13 +5,16 @@
 //! id, the membership and the replicated clock. The image of the state at that
 //! id is then made the way a restart makes the state: the snapshot file on disk
 //! read back, the log's entries after it up to that id applied to it, in a
-//! replica of the build's own, on the runtime's blocking pool. Encoding the
+//! replica of the build's own, on a thread of the build's own that runs at a
+//! lower priority than the node's others (its log reads go through the
+//! runtime, as replication's do). Encoding the
 //! live state instead held its lock, and with it every apply and the node's
 //! Raft thread (which sends the heartbeats and, on a leader, serves the
 //! clients), for as long as the whole queue took to encode: a second per
 //! million jobs or so, and past the followers' election timeout with a few
-//! million (`bench/README.md`). That costs a replay's CPU and, while it runs,
-//! a second copy of the state; it holds no one up.
+//! million (`bench/README.md`). That costs a replay's CPU, which the lower
+//! priority leaves to what the Raft threads do not use, and, while it runs, a
+//! second copy of the state; it holds no one up.
 //!
 //! Where the log cannot give those entries (a machine opened without a log, as
 //! some tests open one, or entries a snapshot installed meanwhile purged), the
@@ -36,8 +39,9 @@ use crate::types::{LogId, SnapshotMeta, StorageError, TypeConfig};
 /// The snapshot builds of a node, as the tests steer and watch them.
 #[derive(Debug, Default)]
 pub struct Builds {
-    /// Milliseconds each build is held back while it makes its image (a slow
-    /// build), settable while the node runs.
+    /// Milliseconds each build is held back as it starts to make its image (a
+    /// slow build; under the state's lock where it encodes the live state),
+    /// settable while the node runs.
     stall: Arc<AtomicU64>,
     /// Builds under way now.
     under_way: AtomicU64,
@@ -142,57 +146,74 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     }
 }
 
+/// How much lower than the node's other threads a build's thread runs
+/// (`nice`): a build is work for spare CPU, and on a busy machine the Raft
+/// threads' heartbeats and commits go first.
+const BUILD_NICE: libc::c_int = 10;
+
 /// The image of the state at `upto` with clock `clock`: the snapshot file in
-/// `dir` and the entries of `log` after it, applied off the runtime's threads.
+/// `dir` and the entries of `log` after it, applied on a thread of the build's
+/// own at a lower priority than the node's other threads.
 async fn replay(
     dir: &Path,
-    mut log: LogReader,
+    log: LogReader,
     upto: LogId,
     clock: i64,
     builds: Arc<Builds>,
 ) -> Result<Replayed, NoReplay> {
     let dir = dir.to_path_buf();
-    let base = tokio::task::spawn_blocking(move || -> Result<_, NoReplay> {
-        match snapshot::load(&dir).map_err(|_| NoReplay)? {
-            Some((meta, image)) if meta.last_log_id >= Some(upto) => Ok(Err((meta, image))),
-            Some((meta, image)) => {
-                let (replica, _) = Replica::read_image(&image).map_err(|_| NoReplay)?;
-                Ok(Ok((replica, meta.last_log_id)))
-            }
-            None => Ok(Ok((Replica::new(), None))),
+    let runtime = tokio::runtime::Handle::current();
+    // A oneshot: the thread's one answer, awaited without blocking the runtime.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("beanpole-snapshot".into())
+        .spawn(move || {
+            lower_priority();
+            let _ = tx.send(replay_here(&runtime, &dir, log, upto, clock, &builds));
+        })
+        .map_err(|_| NoReplay)?;
+    rx.await.map_err(|_| NoReplay)?
+}
+
+/// [`replay`], on the calling thread (not a runtime's): the log's reads are
+/// run on `runtime`.
+fn replay_here(
+    runtime: &tokio::runtime::Handle,
+    dir: &Path,
+    mut log: LogReader,
+    upto: LogId,
+    clock: i64,
+    builds: &Builds,
+) -> Result<Replayed, NoReplay> {
+    builds.hold();
+    let (mut replica, mut last) = match snapshot::load(dir).map_err(|_| NoReplay)? {
+        Some((meta, image)) if meta.last_log_id >= Some(upto) => {
+            return Ok(Replayed::Saved(meta, image))
         }
-    })
-    .await
-    .map_err(|_| NoReplay)??;
-    let (mut replica, mut last) = match base {
-        Ok(base) => base,
-        Err((meta, image)) => return Ok(Replayed::Saved(meta, image)),
+        Some((meta, image)) => {
+            let (replica, _) = Replica::read_image(&image).map_err(|_| NoReplay)?;
+            (replica, meta.last_log_id)
+        }
+        None => (Replica::new(), None),
     };
     let mut next = last.map_or(0, |l| l.index + 1);
     while next <= upto.index {
         // At most a bounded run read from disk at a time.
-        let entries = log
-            .limited_get_log_entries(next, upto.index + 1)
-            .await
+        let entries = runtime
+            .block_on(log.limited_get_log_entries(next, upto.index + 1))
             .map_err(|_| NoReplay)?;
-        if entries.first().map(|e| e.log_id.index) != Some(next) {
+        if entries.is_empty() {
             return Err(NoReplay);
         }
-        let applied = tokio::task::spawn_blocking(move || -> Result<_, NoReplay> {
-            for (at, entry) in (next..).zip(&entries) {
-                if entry.log_id.index != at {
-                    return Err(NoReplay);
-                }
-                if let EntryPayload::Normal(batch) = &entry.payload {
-                    replica.apply_run(&batch.records).map_err(|_| NoReplay)?;
-                }
+        for (at, entry) in (next..).zip(&entries) {
+            if entry.log_id.index != at {
+                return Err(NoReplay);
             }
-            let last = entries.last().map(|e| e.log_id);
-            Ok((replica, last))
-        })
-        .await
-        .map_err(|_| NoReplay)??;
-        (replica, last) = applied;
+            if let EntryPayload::Normal(batch) = &entry.payload {
+                replica.apply_run(&batch.records).map_err(|_| NoReplay)?;
+            }
+            last = Some(entry.log_id);
+        }
         next = last.map_or(next, |l| l.index + 1);
     }
     // The entries replayed are those the state applied, not others that took
@@ -200,16 +221,23 @@ async fn replay(
     if last != Some(upto) {
         return Err(NoReplay);
     }
-    let image = tokio::task::spawn_blocking(move || {
-        let mut image = Vec::new();
-        replica.write_image(clock, &mut image);
-        drop(replica);
-        builds.hold();
-        image
-    })
-    .await
-    .map_err(|_| NoReplay)?;
+    let mut image = Vec::new();
+    replica.write_image(clock, &mut image);
+    drop(replica);
     Ok(Replayed::Image(image))
+}
+
+/// Run the calling thread at [`BUILD_NICE`] (Linux: a thread's own priority).
+/// Raising one's nice value needs no privilege; a failure leaves it as it was.
+fn lower_priority() {
+    // SAFETY: plain system calls about this thread's own scheduling; no memory
+    // of ours is read or written.
+    unsafe {
+        let tid = libc::gettid();
+        if let Ok(tid) = libc::id_t::try_from(tid) {
+            libc::setpriority(libc::PRIO_PROCESS, tid, BUILD_NICE);
+        }
+    }
 }
 
 /// Save `image` as the snapshot `meta` and hand it to openraft.
