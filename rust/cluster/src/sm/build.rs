@@ -124,12 +124,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
                         builds.replayed.fetch_add(1, Ordering::SeqCst);
                         return finish(&self.view, self.dir.clone(), meta, image).await;
                     }
-                    Ok(Replayed::Saved(meta, image)) => {
-                        return Ok(Snapshot {
-                            meta,
-                            snapshot: Box::new(Cursor::new(image)),
-                        })
-                    }
+                    Ok(Replayed::Saved(meta, image)) => return Ok(snapshot_of(meta, image)),
                     Err(NoReplay) => {}
                 }
             }
@@ -248,10 +243,15 @@ async fn finish(
     image: Vec<u8>,
 ) -> Result<Snapshot<TypeConfig>, StorageError> {
     let image = save_file(view, dir, &meta, image).await?;
-    Ok(Snapshot {
+    Ok(snapshot_of(meta, image))
+}
+
+/// The snapshot `meta` with its `image`, as openraft takes it.
+pub(super) fn snapshot_of(meta: SnapshotMeta, image: Vec<u8>) -> Snapshot<TypeConfig> {
+    Snapshot {
         meta,
         snapshot: Box::new(Cursor::new(image)),
-    })
+    }
 }
 
 /// Write the snapshot file off the runtime's threads, unless the file on disk

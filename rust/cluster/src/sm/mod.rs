@@ -21,7 +21,7 @@ use beanpole_engine::wal::replica::Replica;
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{EntryPayload, StorageIOError};
 
-use self::build::save_file;
+use self::build::{save_file, snapshot_of};
 pub use self::build::{Builds, SnapshotBuilder};
 use crate::logstore::LogReader;
 use crate::snapshot::{self, SnapshotError};
@@ -246,9 +246,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .await
             .map_err(|e| StorageIOError::read_snapshot(None, AnyError::new(&e)))?
             .map_err(|e| StorageIOError::read_snapshot(None, AnyError::new(&e)))?;
-        Ok(loaded.map(|(meta, image)| Snapshot {
-            meta,
-            snapshot: Box::new(Cursor::new(image)),
-        }))
+        Ok(loaded.map(|(meta, image)| snapshot_of(meta, image)))
     }
 }
