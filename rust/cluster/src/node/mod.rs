@@ -17,6 +17,7 @@ mod driven;
 mod forward;
 mod handover;
 mod leader;
+mod linger;
 mod propose;
 mod rejoin;
 mod snapshots;

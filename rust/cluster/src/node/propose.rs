@@ -23,7 +23,8 @@
 //! At most [`IN_FLIGHT_MAX`] entries are submitted and not yet answered. Every
 //! entry costs each node an fsync: submitting each pass at once made one entry,
 //! and one fsync, per pass. Held back while the entries in flight commit, the
-//! passes queue here and the next entry takes all of them.
+//! passes queue here and the next entry takes all of them, and those that come
+//! back soon after the answer (`linger.rs`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -34,6 +35,7 @@ use beanpole_engine::wal::replicate::Replicate;
 use bytes::Bytes;
 use tokio::sync::{mpsc, Notify, Semaphore};
 
+use super::linger::{Linger, LINGER_MAX};
 use crate::logstore::{wait_durable, Durable};
 use crate::net::VoteFence;
 use crate::types::{Batch, Raft};
@@ -203,46 +205,18 @@ pub async fn run(
     // A semaphore: each entry in flight holds a permit until its answer, and the
     // loop waits for one before it takes the queued passes.
     let in_flight = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
-    // The passes an entry takes after its first, kept for their room.
-    let mut more = Vec::new();
+    let mut linger = Linger::default();
     loop {
         let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
             return;
         };
-        // What is queued goes first; `finish` only once nothing is.
-        let next = tokio::select! {
-            biased;
-            pass = rx.recv() => pass,
-            () = finish.notified() => None,
-        };
-        let Some((mut records, mut end)) = next else {
+        let Some(Gathered { records, end }) = gather(&mut rx, &finish, &mut linger).await else {
             drop(permit);
             // The store is gone: wait for the answers of the entries in flight.
             let all = u32::try_from(IN_FLIGHT_MAX).unwrap_or(u32::MAX);
             let _ = in_flight.acquire_many(all).await;
             return;
         };
-        let mut size = records.len();
-        while size < ENTRY_BYTES_MAX {
-            match rx.try_recv() {
-                Ok((pass, e)) => {
-                    size += pass.len();
-                    more.push(pass);
-                    end = e;
-                }
-                Err(_) => break,
-            }
-        }
-        if !more.is_empty() {
-            // Joined in one buffer of their size (grown pass by pass, it had
-            // been copied and given fresh pages again and again).
-            let mut all = Vec::with_capacity(size);
-            all.extend_from_slice(&records);
-            for pass in more.drain(..) {
-                all.extend_from_slice(&pass);
-            }
-            records = all;
-        }
         clock = clock.max(wall_now());
         let batch = Batch {
             at: clock,
@@ -272,9 +246,229 @@ pub async fn run(
     }
 }
 
+/// The passes of one entry, joined, and the log position after the last.
+#[derive(Debug)]
+struct Gathered {
+    records: Vec<u8>,
+    end: u64,
+}
+
+/// Passes being taken for an entry. The first is kept as it is; the others
+/// are joined to it once all are in, in one buffer of their size (grown pass
+/// by pass, it had been copied and given fresh pages again and again).
+#[derive(Default)]
+struct Taking {
+    first: Option<Pass>,
+    more: Vec<Vec<u8>>,
+    size: usize,
+}
+
+impl Taking {
+    fn take(&mut self, (records, end): Pass) {
+        self.size += records.len();
+        match &mut self.first {
+            None => self.first = Some((records, end)),
+            Some((_, last)) => {
+                *last = end;
+                self.more.push(records);
+            }
+        }
+    }
+
+    /// Take what is queued now, up to an entry's bytes.
+    fn take_queued(&mut self, rx: &mut mpsc::UnboundedReceiver<Pass>) {
+        while self.size < ENTRY_BYTES_MAX {
+            match rx.try_recv() {
+                Ok(pass) => self.take(pass),
+                Err(_) => break,
+            }
+        }
+    }
+
+    fn done(self) -> Option<Gathered> {
+        let (mut records, end) = self.first?;
+        if !self.more.is_empty() {
+            let mut all = Vec::with_capacity(self.size);
+            all.extend_from_slice(&records);
+            for pass in self.more {
+                all.extend_from_slice(&pass);
+            }
+            records = all;
+        }
+        Some(Gathered { records, end })
+    }
+}
+
+/// The next entry's passes: those queued while the entry before was in
+/// flight, or else the next to come; then those `linger` waits for
+/// (`linger.rs`). None once the store is gone (the channel closes, or
+/// `finish` is notified while nothing is queued).
+async fn gather(
+    rx: &mut mpsc::UnboundedReceiver<Pass>,
+    finish: &Notify,
+    linger: &mut Linger,
+) -> Option<Gathered> {
+    let mut taking = Taking::default();
+    taking.take_queued(rx);
+    let queued = taking.size;
+    if taking.first.is_none() {
+        // What is queued goes first; `finish` only once nothing is.
+        let pass = tokio::select! {
+            biased;
+            pass = rx.recv() => pass,
+            () = finish.notified() => None,
+        }?;
+        taking.take(pass);
+        taking.take_queued(rx);
+    }
+    if let Some(target) = linger.target(queued) {
+        let until = tokio::time::Instant::now() + LINGER_MAX;
+        while taking.size < target && taking.size < ENTRY_BYTES_MAX {
+            match tokio::time::timeout_at(until, rx.recv()).await {
+                Ok(Some(pass)) => {
+                    taking.take(pass);
+                    taking.take_queued(rx);
+                }
+                // The store is gone (the next call says so), or the time is up.
+                Ok(None) | Err(_) => break,
+            }
+        }
+        linger.ended(taking.size >= target);
+    }
+    linger.proposed(taking.size);
+    taking.done()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::linger::FIRST_SKIP;
+
+    /// A pass of `bytes` bytes ending at log position `end`.
+    fn pass(bytes: usize, end: u64) -> Pass {
+        (
+            (0..bytes).map(|i| (i as u64 * 31 + end) as u8).collect(),
+            end,
+        )
+    }
+
+    /// Send passes `ends` of 100 bytes each, `gap` apart (the first after
+    /// `gap`), moving the paused clock on exactly.
+    async fn come_back(
+        tx: &mpsc::UnboundedSender<Pass>,
+        ends: std::ops::Range<u64>,
+        gap: Duration,
+    ) {
+        for end in ends {
+            tokio::time::advance(gap).await;
+            tx.send(pass(100, end)).expect("the proposer's end is open");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_entry_waits_for_the_passes_the_answer_before_released() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let finish = Notify::new();
+        let mut linger = Linger::default();
+        for end in 0..4 {
+            tx.send(pass(100, end)).expect("the proposer's end is open");
+        }
+        let first = gather(&mut rx, &finish, &mut linger)
+            .await
+            .expect("passes are queued");
+        assert_eq!((first.records.len(), first.end), (400, 3));
+        // Two passes came while it was in flight; once it is answered, its
+        // four clients come back 100 µs apart.
+        tx.send(pass(100, 4)).expect("the proposer's end is open");
+        tx.send(pass(100, 5)).expect("the proposer's end is open");
+        let started = tokio::time::Instant::now();
+        let back = come_back(&tx, 6..10, Duration::from_micros(100));
+        let (next, ()) = tokio::join!(gather(&mut rx, &finish, &mut linger), back);
+        let next = next.expect("passes are queued");
+        assert_eq!((next.records.len(), next.end), (600, 9));
+        assert_eq!(started.elapsed(), Duration::from_micros(400));
+        let mut expected = Vec::new();
+        for end in 4..10 {
+            expected.extend_from_slice(&pass(100, end).0);
+        }
+        assert_eq!(next.records, expected, "in order, whole");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_that_runs_out_is_not_made_again_for_a_while() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let finish = Notify::new();
+        let mut linger = Linger::default();
+        for end in 0..4 {
+            tx.send(pass(100, end)).expect("the proposer's end is open");
+        }
+        gather(&mut rx, &finish, &mut linger)
+            .await
+            .expect("passes are queued");
+        // Two queued, and nobody comes back (an open loop).
+        tx.send(pass(100, 4)).expect("the proposer's end is open");
+        tx.send(pass(100, 5)).expect("the proposer's end is open");
+        let started = tokio::time::Instant::now();
+        let next = gather(&mut rx, &finish, &mut linger)
+            .await
+            .expect("passes are queued");
+        assert_eq!(next.records.len(), 200);
+        assert!(started.elapsed() >= LINGER_MAX);
+        // The next entries go at once, whatever they carry.
+        for end in 6..6 + u64::from(FIRST_SKIP) {
+            tx.send(pass(100, end)).expect("the proposer's end is open");
+            let started = tokio::time::Instant::now();
+            let next = gather(&mut rx, &finish, &mut linger)
+                .await
+                .expect("passes are queued");
+            assert_eq!((next.records.len(), next.end), (100, end));
+            assert_eq!(started.elapsed(), Duration::ZERO);
+        }
+        // Then one waits again.
+        tx.send(pass(100, 100)).expect("the proposer's end is open");
+        let started = tokio::time::Instant::now();
+        gather(&mut rx, &finish, &mut linger)
+            .await
+            .expect("passes are queued");
+        assert!(started.elapsed() >= LINGER_MAX);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_client_is_never_held_back() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let finish = Notify::new();
+        let mut linger = Linger::default();
+        for end in 0..5 {
+            let started = tokio::time::Instant::now();
+            let back = come_back(&tx, end..end + 1, Duration::from_micros(50));
+            let (next, ()) = tokio::join!(gather(&mut rx, &finish, &mut linger), back);
+            let next = next.expect("passes are queued");
+            assert_eq!((next.records.len(), next.end), (100, end));
+            assert_eq!(started.elapsed(), Duration::from_micros(50));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_store_gone_ends_the_gathering() {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Pass>();
+        let finish = Notify::new();
+        let mut linger = Linger::default();
+        finish.notify_one();
+        assert!(gather(&mut rx, &finish, &mut linger).await.is_none());
+        // Queued passes still go first.
+        tx.send(pass(100, 1)).expect("the proposer's end is open");
+        finish.notify_one();
+        assert_eq!(
+            gather(&mut rx, &finish, &mut linger)
+                .await
+                .expect("passes are queued")
+                .end,
+            1
+        );
+        assert!(gather(&mut rx, &finish, &mut linger).await.is_none());
+        drop(tx);
+        assert!(gather(&mut rx, &finish, &mut linger).await.is_none());
+    }
 
     #[test]
     fn a_vote_request_suspends_the_lease_and_a_granted_one_ends_it() {
