@@ -17,10 +17,14 @@
 //! fixed costs are paid half as often.
 //!
 //! Clients that do not come back at once (an open loop, a client doing other
-//! things) would make every entry wait [`LINGER_MAX`]: when a wait runs out,
-//! the next [`FIRST_SKIP`] entries are proposed at once, and each further wait
-//! that runs out doubles that (up to [`MOST_SKIP`]); one that is met sets it
-//! back. A lone client is never held back: its pass alone meets the target.
+//! things) would make every entry wait: when a wait fails, the next
+//! [`FIRST_SKIP`] entries are proposed at once, and each further failure
+//! doubles that (up to [`MOST_SKIP`]); a wait that succeeds sets it back. A wait
+//! fails when it runs out ([`LINGER_MAX`]), or when passes go on coming after
+//! it was met: in a closed loop every client then waits for the entry it made,
+//! and few passes queue during that entry's flight; in an open loop they queue
+//! at their own rate, and each wait would gather more than the one before. A
+//! lone client is never held back: its pass alone meets the target.
 //!
 //! Imports nothing of the node: the proposer (`propose.rs`) asks it.
 
@@ -40,6 +44,11 @@ pub const MOST_SKIP: u32 = 1024;
 /// is late does not hold the others back until the bound.
 const TARGET_PERCENT: usize = 95;
 
+/// After a wait that was met, passes queued during the next entry's flight
+/// beyond this share of it (percent) say that they did not stop coming once
+/// the clients were back: an open loop, which the wait only made later.
+const STILL_COMING_PERCENT: usize = 25;
+
 /// What the proposer knows of the entries before: how large the last one was,
 /// and how many entries to propose before waiting again.
 #[derive(Debug, Clone, Default)]
@@ -48,8 +57,10 @@ pub struct Linger {
     last: usize,
     /// Entries to propose at once before the next wait.
     skip: u32,
-    /// What `skip` becomes when the next wait runs out.
+    /// What `skip` becomes when the next wait fails.
     backoff: u32,
+    /// The last entry was made by a wait that was met, not yet judged.
+    met: bool,
 }
 
 impl Linger {
@@ -59,6 +70,16 @@ impl Linger {
     pub fn target(&mut self, queued: usize) -> Option<usize> {
         if self.last == 0 {
             return None;
+        }
+        // A closed loop's clients all wait for the entry a met wait made: few
+        // passes come meanwhile. Many: the wait gathered an open loop's
+        // arrivals, and each such wait would be longer than the one before.
+        if std::mem::take(&mut self.met) {
+            if queued * 100 > self.last * STILL_COMING_PERCENT {
+                self.failed();
+            } else {
+                self.backoff = FIRST_SKIP;
+            }
         }
         if self.skip > 0 {
             self.skip -= 1;
@@ -70,11 +91,15 @@ impl Linger {
     /// A wait ended: `met` says whether its target was.
     pub fn ended(&mut self, met: bool) {
         if met {
-            self.backoff = FIRST_SKIP;
+            self.met = true;
         } else {
-            self.skip = self.backoff.max(FIRST_SKIP);
-            self.backoff = (self.skip * 2).min(MOST_SKIP);
+            self.failed();
         }
+    }
+
+    fn failed(&mut self) {
+        self.skip = self.backoff.max(FIRST_SKIP);
+        self.backoff = (self.skip * 2).min(MOST_SKIP);
     }
 
     /// An entry of `bytes` of passes was proposed.
@@ -117,11 +142,32 @@ mod tests {
         assert_eq!(skipped(&mut l), 2 * FIRST_SKIP);
         l.ended(false);
         assert_eq!(skipped(&mut l), 4 * FIRST_SKIP);
-        // One that is met: the next that runs out skips the first number again.
+        // One that is met, and nothing queued after it: the next that runs
+        // out skips the first number again.
         l.ended(true);
         assert!(l.target(0).is_some());
         l.ended(false);
         assert_eq!(skipped(&mut l), FIRST_SKIP);
+    }
+
+    #[test]
+    fn passes_that_go_on_coming_after_a_met_wait_fail_it() {
+        let mut l = Linger::default();
+        l.proposed(1000);
+        assert!(l.target(0).is_some());
+        l.ended(true);
+        l.proposed(2000);
+        // A closed loop: the clients all wait, a straggler's pass or two queue.
+        assert!(l.target(400).is_some());
+        l.ended(true);
+        l.proposed(2000);
+        // An open loop: they go on coming at their rate.
+        assert_eq!(l.target(600), None);
+        assert_eq!(skipped(&mut l), FIRST_SKIP - 1);
+        l.ended(true);
+        l.proposed(2000);
+        assert_eq!(l.target(600), None);
+        assert_eq!(skipped(&mut l), 2 * FIRST_SKIP - 1, "the skips grow");
     }
 
     #[test]
