@@ -215,15 +215,21 @@ fn the_state_machine_applies_journal_records_and_restarts_from_its_snapshot(
         assert_eq!(counts, [0, 2, 3]);
         // The replicated clock never goes back, whatever an entry says.
         assert_eq!(view.lock().clock, 50);
-        // A damaged batch is refused, as a storage error.
+        // A damaged batch is refused, as a storage error, once it is applied:
+        // entries are applied when the state is next looked at (here the
+        // next apply), after their answer.
         let mut bad = batch(4, 60, &[put(3, b"three")]);
         if let EntryPayload::Normal(b) = &mut bad.payload {
             let mut bytes = b.records.to_vec();
             bytes[10] ^= 1;
             b.records = Bytes::from(bytes);
         }
-        let refused: Result<_, StorageError> = sm.apply([bad]).await;
+        let answered = sm.apply([bad]).await?;
+        assert_eq!(answered[0].records, 1);
+        let refused: Result<_, StorageError> = sm.apply([batch(5, 70, &[put(4, b"four")])]).await;
         assert!(refused.is_err());
+        // Nothing after it is applied either.
+        assert_eq!(view.lock().applied, Some(log_id(1, 3)));
         let snap = sm.get_snapshot_builder().await.build_snapshot().await?;
         assert_eq!(snap.meta.last_log_id, Some(log_id(1, 3)));
         let state = view.lock();

@@ -311,6 +311,7 @@ async fn start_term(leading: &Leading, term: u64, carrier: &Carrier) -> Option<S
                 lease,
                 committed_to: Arc::clone(&leading.committed_to),
                 durable: leading.durable.clone(),
+                state: leading.view.clone(),
             };
             let proposer = tokio::spawn(propose::run(
                 leading.raft.clone(),

@@ -38,6 +38,7 @@ use tokio::sync::{mpsc, Notify, Semaphore};
 use super::linger::{Linger, LINGER_MAX};
 use crate::logstore::{wait_durable, Durable};
 use crate::net::VoteFence;
+use crate::sm::StateView;
 use crate::types::{Batch, Raft};
 
 /// At most this many bytes of queued passes go into one entry.
@@ -186,6 +187,9 @@ pub struct Acknowledge {
     pub committed_to: Arc<AtomicU64>,
     /// How far this node's log is on disk: a commit is taken once it covers it.
     pub durable: Durable,
+    /// The state machine, whose committed entries are applied while an entry
+    /// is in flight rather than as its commit releases the replies.
+    pub state: StateView,
 }
 
 /// Propose every pass queued on `rx` to `raft`, in order, and acknowledge
@@ -226,6 +230,18 @@ pub async fn run(
         let Ok(committed) = raft.client_write_ff(batch).await else {
             return;
         };
+        // The entries committed before this one, handed to the state machine
+        // and kept (`sm/mod.rs`), are applied now, while this one is in flight
+        // and the thread has little else to do: once openraft's core has
+        // appended it and its replication has sent it (the tasks that run
+        // before this one's turn comes twice), and not when its commit comes,
+        // as the replies it releases wait on the same thread.
+        let state = to.state.clone();
+        tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            tokio::task::yield_now().await;
+            state.settle();
+        });
         let to = Arc::clone(&to);
         tokio::spawn(async move {
             let _permit = permit;

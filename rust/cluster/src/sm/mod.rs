@@ -41,9 +41,43 @@ pub struct State {
     pub clock: i64,
     /// Snapshots built, to make each one's id unique.
     built: u64,
+    /// Committed entries openraft has handed to `apply`, not yet applied to
+    /// the replica: [`StateView::lock`] applies them before anything looks at
+    /// the state. A leader's proposer has them applied between its rounds, off
+    /// the path of the replies its commit releases (`node/propose.rs`).
+    pending: Vec<Entry>,
+    /// The first entry whose records could not be applied, and why: nothing
+    /// after it is applied, and the next `apply` fails with it.
+    failed: Option<(LogId, AnyError)>,
 }
 
 impl State {
+    /// Apply the pending entries, in order, up to one that fails.
+    fn settle(&mut self) {
+        if self.failed.is_some() {
+            self.pending.clear();
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        for entry in pending {
+            match entry.payload {
+                EntryPayload::Blank => {}
+                EntryPayload::Normal(batch) => {
+                    // A damaged run changes nothing (`Replica::apply_run`).
+                    if let Err(e) = self.replica.apply_run(&batch.records) {
+                        self.failed = Some((entry.log_id, AnyError::new(&e)));
+                        return;
+                    }
+                    self.clock = self.clock.max(batch.at);
+                }
+                EntryPayload::Membership(m) => {
+                    self.membership = StoredMembership::new(Some(entry.log_id), m);
+                }
+            }
+            self.applied = Some(entry.log_id);
+        }
+    }
+
     /// The metadata of a snapshot of the state as it stands, under a new id,
     /// and its clock.
     fn point(&mut self) -> (SnapshotMeta, i64) {
@@ -80,8 +114,22 @@ pub struct StateView {
 }
 
 impl StateView {
-    /// The state, locked.
+    /// The state, locked, with every entry handed to `apply` applied.
     pub fn lock(&self) -> MutexGuard<'_, State> {
+        let mut state = self.locked();
+        if !state.pending.is_empty() {
+            state.settle();
+        }
+        state
+    }
+
+    /// Apply the entries handed to `apply` and not yet applied.
+    pub fn settle(&self) {
+        drop(self.lock());
+    }
+
+    /// The state, locked as it is.
+    fn locked(&self) -> MutexGuard<'_, State> {
         // Apply leaves the state whole between records: go on after a panic.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -170,26 +218,24 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let mut state = self.view.lock();
+        // The entries are kept to be applied the next time anything looks at
+        // the state, or the next time this is called: what openraft learns
+        // from the answer (how many records each carries) needs none of it.
+        let mut state = self.view.locked();
+        state.settle();
+        if let Some((at, why)) = &state.failed {
+            return Err(StorageIOError::apply(*at, why.clone()).into());
+        }
         let mut replies = Vec::new();
         for entry in entries {
-            let mut applied = Applied::default();
-            match entry.payload {
-                EntryPayload::Blank => {}
-                EntryPayload::Normal(batch) => {
-                    let n = state
-                        .replica
-                        .apply_run(&batch.records)
-                        .map_err(|e| StorageIOError::apply(entry.log_id, AnyError::new(&e)))?;
-                    applied.records = n as u32;
-                    state.clock = state.clock.max(batch.at);
-                }
-                EntryPayload::Membership(m) => {
-                    state.membership = StoredMembership::new(Some(entry.log_id), m);
-                }
-            }
-            state.applied = Some(entry.log_id);
-            replies.push(applied);
+            let records = match &entry.payload {
+                EntryPayload::Normal(batch) => Replica::count_run(&batch.records),
+                _ => 0,
+            };
+            replies.push(Applied {
+                records: u32::try_from(records).unwrap_or(u32::MAX),
+            });
+            state.pending.push(entry);
         }
         Ok(replies)
     }
@@ -247,5 +293,82 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .map_err(|e| StorageIOError::read_snapshot(None, AnyError::new(&e)))?
             .map_err(|e| StorageIOError::read_snapshot(None, AnyError::new(&e)))?;
         Ok(loaded.map(|(meta, image)| snapshot_of(meta, image)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use beanpole_engine::wal::format::{JobFields, JobRecord, Record, StoredState};
+    use bytes::Bytes;
+    use openraft::CommittedLeaderId;
+
+    use super::*;
+    use crate::types::Batch;
+
+    fn log_id(index: u64) -> LogId {
+        LogId::new(CommittedLeaderId::new(1, 1), index)
+    }
+
+    /// Entry `index` putting jobs `ids`, each body computed from its id.
+    fn batch(index: u64, ids: &[u64]) -> Entry {
+        let mut bytes = Vec::new();
+        for &id in ids {
+            let record = Record::Job(JobRecord {
+                fields: JobFields {
+                    id,
+                    pri: 5,
+                    delay: 0,
+                    ttr: 30,
+                    state: StoredState::Ready,
+                    created: 1_000,
+                    ready_at: 0,
+                    bury_seq: 0,
+                    reserves: 0,
+                    timeouts: 0,
+                    releases: 0,
+                    buries: 0,
+                    kicks: 0,
+                },
+                tube: b"jobs".to_vec(),
+                body: format!("job {id} of entry {index}").into_bytes(),
+            });
+            record.encode(&mut bytes);
+        }
+        Entry {
+            log_id: log_id(index),
+            payload: EntryPayload::Normal(Batch {
+                at: index as i64,
+                records: Bytes::from(bytes),
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn entries_are_applied_when_the_state_is_next_looked_at(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let mut sm = StateMachine::open(dir.path())?;
+        let view = sm.view();
+        let answered = sm.apply([batch(1, &[1, 2]), batch(2, &[3])]).await?;
+        let counts: Vec<u32> = answered.iter().map(|a| a.records).collect();
+        assert_eq!(counts, [2, 1], "counted before they are applied");
+        {
+            let kept = view.locked();
+            assert_eq!((kept.pending.len(), kept.applied), (2, None));
+            assert!(kept.replica.is_empty());
+        }
+        // Looking applies them; so does the next apply, for what it finds kept.
+        assert_eq!(view.lock().applied, Some(log_id(2)));
+        assert_eq!(view.locked().replica.jobs().count(), 3);
+        sm.apply([batch(3, &[4])]).await?;
+        assert_eq!(view.locked().applied, Some(log_id(2)));
+        sm.apply([batch(4, &[5])]).await?;
+        assert_eq!(view.locked().applied, Some(log_id(3)));
+        view.settle();
+        let state = view.locked();
+        assert_eq!((state.applied, state.clock), (Some(log_id(4)), 4));
+        assert!(state.pending.is_empty());
+        assert_eq!(state.replica.jobs().count(), 5);
+        Ok(())
     }
 }
