@@ -381,26 +381,55 @@ mod tests {
         }
     }
 
+    /// A proposer's side after an entry of four passes of 100 bytes (ends
+    /// 0-3), with two more (4, 5) queued during its flight.
+    struct Proposing {
+        tx: mpsc::UnboundedSender<Pass>,
+        rx: mpsc::UnboundedReceiver<Pass>,
+        finish: Notify,
+        linger: Linger,
+    }
+
+    impl Proposing {
+        async fn after_an_entry_of_four() -> Proposing {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let mut p = Proposing {
+                tx,
+                rx,
+                finish: Notify::new(),
+                linger: Linger::default(),
+            };
+            for end in 0..4 {
+                p.send(end);
+            }
+            let first = p.next().await;
+            assert_eq!((first.records.len(), first.end), (400, 3));
+            p.send(4);
+            p.send(5);
+            p
+        }
+
+        fn send(&self, end: u64) {
+            self.tx
+                .send(pass(100, end))
+                .expect("the proposer's end is open");
+        }
+
+        async fn next(&mut self) -> Gathered {
+            gather(&mut self.rx, &self.finish, &mut self.linger)
+                .await
+                .expect("passes are queued")
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_entry_waits_for_the_passes_the_answer_before_released() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let finish = Notify::new();
-        let mut linger = Linger::default();
-        for end in 0..4 {
-            tx.send(pass(100, end)).expect("the proposer's end is open");
-        }
-        let first = gather(&mut rx, &finish, &mut linger)
-            .await
-            .expect("passes are queued");
-        assert_eq!((first.records.len(), first.end), (400, 3));
-        // Two passes came while it was in flight; once it is answered, its
-        // four clients come back 100 µs apart.
-        tx.send(pass(100, 4)).expect("the proposer's end is open");
-        tx.send(pass(100, 5)).expect("the proposer's end is open");
+        let mut p = Proposing::after_an_entry_of_four().await;
+        // Once the entry is answered, its four clients come back 100 µs apart.
         let started = tokio::time::Instant::now();
+        let tx = p.tx.clone();
         let back = come_back(&tx, 6..10, Duration::from_micros(100));
-        let (next, ()) = tokio::join!(gather(&mut rx, &finish, &mut linger), back);
-        let next = next.expect("passes are queued");
+        let (next, ()) = tokio::join!(p.next(), back);
         assert_eq!((next.records.len(), next.end), (600, 9));
         assert_eq!(started.elapsed(), Duration::from_micros(400));
         let mut expected = Vec::new();
@@ -412,40 +441,24 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_wait_that_runs_out_is_not_made_again_for_a_while() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let finish = Notify::new();
-        let mut linger = Linger::default();
-        for end in 0..4 {
-            tx.send(pass(100, end)).expect("the proposer's end is open");
-        }
-        gather(&mut rx, &finish, &mut linger)
-            .await
-            .expect("passes are queued");
-        // Two queued, and nobody comes back (an open loop).
-        tx.send(pass(100, 4)).expect("the proposer's end is open");
-        tx.send(pass(100, 5)).expect("the proposer's end is open");
+        let mut p = Proposing::after_an_entry_of_four().await;
+        // Nobody comes back (an open loop).
         let started = tokio::time::Instant::now();
-        let next = gather(&mut rx, &finish, &mut linger)
-            .await
-            .expect("passes are queued");
+        let next = p.next().await;
         assert_eq!(next.records.len(), 200);
         assert!(started.elapsed() >= LINGER_MAX);
         // The next entries go at once, whatever they carry.
         for end in 6..6 + u64::from(FIRST_SKIP) {
-            tx.send(pass(100, end)).expect("the proposer's end is open");
+            p.send(end);
             let started = tokio::time::Instant::now();
-            let next = gather(&mut rx, &finish, &mut linger)
-                .await
-                .expect("passes are queued");
+            let next = p.next().await;
             assert_eq!((next.records.len(), next.end), (100, end));
             assert_eq!(started.elapsed(), Duration::ZERO);
         }
         // Then one waits again.
-        tx.send(pass(100, 100)).expect("the proposer's end is open");
+        p.send(100);
         let started = tokio::time::Instant::now();
-        gather(&mut rx, &finish, &mut linger)
-            .await
-            .expect("passes are queued");
+        p.next().await;
         assert!(started.elapsed() >= LINGER_MAX);
     }
 

@@ -298,7 +298,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
 #[cfg(test)]
 mod tests {
-    use beanpole_engine::wal::format::{JobFields, JobRecord, Record, StoredState};
+    use beanpole_engine::wal::format::Record;
     use bytes::Bytes;
     use openraft::CommittedLeaderId;
 
@@ -309,35 +309,16 @@ mod tests {
         LogId::new(CommittedLeaderId::new(1, 1), index)
     }
 
-    /// Entry `index` putting jobs `ids`, each body computed from its id.
-    fn batch(index: u64, ids: &[u64]) -> Entry {
+    /// Entry `index`, raising the id floor to each of `floors` in turn.
+    fn batch(index: u64, floors: &[u64]) -> Entry {
         let mut bytes = Vec::new();
-        for &id in ids {
-            let record = Record::Job(JobRecord {
-                fields: JobFields {
-                    id,
-                    pri: 5,
-                    delay: 0,
-                    ttr: 30,
-                    state: StoredState::Ready,
-                    created: 1_000,
-                    ready_at: 0,
-                    bury_seq: 0,
-                    reserves: 0,
-                    timeouts: 0,
-                    releases: 0,
-                    buries: 0,
-                    kicks: 0,
-                },
-                tube: b"jobs".to_vec(),
-                body: format!("job {id} of entry {index}").into_bytes(),
-            });
-            record.encode(&mut bytes);
+        for &next_id in floors {
+            Record::NextId { next_id }.encode(&mut bytes);
         }
         Entry {
             log_id: log_id(index),
             payload: EntryPayload::Normal(Batch {
-                at: index as i64,
+                at: i64::try_from(index * 1_000).unwrap_or(i64::MAX),
                 records: Bytes::from(bytes),
             }),
         }
@@ -349,26 +330,26 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let mut sm = StateMachine::open(dir.path())?;
         let view = sm.view();
-        let answered = sm.apply([batch(1, &[1, 2]), batch(2, &[3])]).await?;
+        let answered = sm.apply([batch(1, &[5, 7]), batch(2, &[9])]).await?;
         let counts: Vec<u32> = answered.iter().map(|a| a.records).collect();
         assert_eq!(counts, [2, 1], "counted before they are applied");
         {
             let kept = view.locked();
             assert_eq!((kept.pending.len(), kept.applied), (2, None));
-            assert!(kept.replica.is_empty());
+            assert_eq!(kept.replica.next_id(), 1);
         }
         // Looking applies them; so does the next apply, for what it finds kept.
         assert_eq!(view.lock().applied, Some(log_id(2)));
-        assert_eq!(view.locked().replica.jobs().count(), 3);
-        sm.apply([batch(3, &[4])]).await?;
+        assert_eq!(view.locked().replica.next_id(), 9);
+        sm.apply([batch(3, &[11])]).await?;
         assert_eq!(view.locked().applied, Some(log_id(2)));
-        sm.apply([batch(4, &[5])]).await?;
+        sm.apply([batch(4, &[13])]).await?;
         assert_eq!(view.locked().applied, Some(log_id(3)));
         view.settle();
         let state = view.locked();
-        assert_eq!((state.applied, state.clock), (Some(log_id(4)), 4));
+        assert_eq!((state.applied, state.clock), (Some(log_id(4)), 4_000));
         assert!(state.pending.is_empty());
-        assert_eq!(state.replica.jobs().count(), 5);
+        assert_eq!(state.replica.next_id(), 13);
         Ok(())
     }
 }
