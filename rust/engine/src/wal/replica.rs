@@ -342,7 +342,7 @@ mod tests {
             assert_eq!(Replica::count_run(&bytes), n);
             assert_eq!(Replica::new().apply_run(&bytes), Ok(n));
         }
-        // Zeros after the frames end the count, as they end a run.
+        // Zeros after the frames end the count (applying them is refused).
         let mut padded = run(&records);
         padded.extend_from_slice(&[0; 12]);
         assert_eq!(Replica::count_run(&padded), records.len());
