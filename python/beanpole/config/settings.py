@@ -317,8 +317,9 @@ class Config:
         64 << 20,
         flag="--snapshot-bytes",
         doc="Cluster nodes: a node snapshots its state once its Raft log since the last "
-        "snapshot holds more than these bytes of records and more than that snapshot's "
-        "size; the snapshot lets it drop the log it covers.",
+        "snapshot holds more than these bytes of records and a snapshot would drop more "
+        "than half of that log and the last snapshot (jobs deleted, changes made); the "
+        "snapshot lets it drop the log it covers.",
     )
 
     def __post_init__(self) -> None:

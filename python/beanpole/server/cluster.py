@@ -56,7 +56,8 @@ class Cluster:
     lose what they acknowledged. Each node keeps ``log_cache_bytes`` of its Raft
     log's records in memory and reads older committed entries back from disk, and
     snapshots its state once its log since the last snapshot holds more than
-    ``snapshot_bytes`` of records (and more than that snapshot)."""
+    ``snapshot_bytes`` of records and a snapshot would drop more than half of that
+    log and the last snapshot together."""
 
     def __init__(
         self,

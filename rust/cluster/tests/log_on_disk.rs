@@ -27,6 +27,7 @@ const JOBS: Batches = Batches {
     size: BATCH,
     body_len: BODY,
     body,
+    keep: every,
 };
 
 fn put(client: &mut Client, first: u32, batches: u32) -> Result<u32, Error> {

@@ -10,6 +10,7 @@ use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
 use beanpole_cluster::node::{Node, NodeConfig};
+use beanpole_engine::wal::format::job_record_len;
 
 mod nodes;
 
@@ -167,26 +168,67 @@ fn snapshots_bound_the_log_in_memory_and_restarts_read_them() -> Result<(), Erro
     }
     let first = serving(&nodes)?;
     let mut client = Client::connect(nodes[first].as_ref().ok_or("leader")?.client_addr()?)?;
-    // 4 MB of bodies, computed per job, in pipelined batches of 50 puts.
-    let mut expected = 0;
-    for batch in 0..40u32 {
+    // Bodies computed per job, put in pipelined batches of 50 (each one entry
+    // of about 100 KB); the jobs `kept` does not keep are deleted after their
+    // batch.
+    let body = |id: u32| format!("{id}-").repeat(2000)[..2000].to_owned();
+    let batch = |client: &mut Client, next: u32, kept: &dyn Fn(u32) -> bool| -> Result<(), Error> {
         let mut bytes = Vec::new();
-        for i in 0..50u32 {
-            let body = format!("{batch}-{i}-").repeat(2000)[..2000].to_owned();
+        for id in next..next + 50 {
+            let body = body(id);
             bytes.extend_from_slice(format!("put 0 0 60 {}\r\n{body}\r\n", body.len()).as_bytes());
         }
         client.writer.write_all(&bytes)?;
-        for _ in 0..50 {
+        for id in next..next + 50 {
             let mut line = String::new();
             client.reader.read_line(&mut line)?;
-            assert!(line.starts_with("INSERTED "), "{line}");
-            expected += 1;
+            assert_eq!(line, format!("INSERTED {id}\r\n"));
         }
+        let gone: Vec<u32> = (next..next + 50).filter(|&id| !kept(id)).collect();
+        let deletes: String = gone.iter().map(|id| format!("delete {id}\r\n")).collect();
+        client.writer.write_all(deletes.as_bytes())?;
+        for id in gone {
+            let mut line = String::new();
+            client.reader.read_line(&mut line)?;
+            assert_eq!(line, "DELETED\r\n", "delete {id}");
+        }
+        Ok(())
+    };
+    // 1 MB of puts alone, four times the floor: a log that is all jobs, which
+    // a snapshot would write again and drop nothing of, so none is made.
+    let mut next = 1;
+    for _ in 0..10 {
+        batch(&mut client, next, &|_| true)?;
+        next += 50;
     }
+    let leader_durable = nodes[first].as_ref().ok_or("leader")?.durable_index();
+    wait_until(
+        10,
+        || {
+            nodes
+                .iter()
+                .flatten()
+                .all(|n| n.durable_index() >= leader_durable)
+        },
+        || "the followers did not catch up".into(),
+    )?;
+    // The snapshot task looks every 200 ms.
+    std::thread::sleep(Duration::from_millis(1000));
+    let built: Vec<u64> = nodes.iter().flatten().map(Node::snapshots_built).collect();
+    assert_eq!(built, [0, 0, 0], "snapshots of a queue that only grew");
+    // Then 4 MB more with nine jobs in ten deleted: mostly garbage.
+    let kept = |id: u32| id <= 500 || id % 10 == 0;
+    for _ in 0..40u32 {
+        batch(&mut client, next, &kept)?;
+        next += 50;
+    }
+    let expected = (1..next).filter(|&id| kept(id)).count();
     // Each node has made snapshots and its log in memory comes down to no
-    // more than the larger of the floor and its last snapshot (from over 4 MB
-    // of records), plus the 8 entries kept behind that snapshot and one being
-    // written (each one batch here, 100 KB).
+    // more than a snapshot waits for (over the floor, and twice the jobs
+    // against the last image and the log: `node/snapshots.rs`), from over
+    // 4 MB of records, plus the 8 entries kept behind that snapshot and one
+    // being written (each one batch here, 100 KB).
+    let jobs = expected as u64 * job_record_len("default".len(), 2000) as u64;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let sizes: Vec<(u64, u64)> = nodes
@@ -195,7 +237,8 @@ fn snapshots_bound_the_log_in_memory_and_restarts_read_them() -> Result<(), Erro
             .map(|n| (n.log_bytes(), n.snapshot_bytes()))
             .collect();
         let bounded = |&(log, image): &(u64, u64)| {
-            image > 0 && log <= (256u64 << 10).max(image) + 9 * (100 << 10)
+            let waits_for = (256u64 << 10).max((2 * jobs).saturating_sub(image));
+            image > 0 && log <= waits_for + 9 * (100 << 10)
         };
         if sizes.iter().all(bounded) {
             break;

@@ -145,6 +145,12 @@ impl StateView {
         self.image_bytes.load(Ordering::Relaxed)
     }
 
+    /// The bytes the live jobs would take in a snapshot built now (entries
+    /// handed to `apply` and not yet applied left out): nearly all of an image.
+    pub fn jobs_image_bytes(&self) -> u64 {
+        self.locked().replica.jobs_image_bytes()
+    }
+
     /// Fault injection and a watch on the snapshot builds, for tests.
     pub fn builds(&self) -> Arc<Builds> {
         Arc::clone(&self.builds)

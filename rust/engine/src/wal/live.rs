@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use super::decode::{JobRef, RecordRef};
-use super::format::{JobFields, JobRecord, Record, StoredState};
+use super::format::{job_record_len, JobFields, JobRecord, Record, StoredState};
 use crate::idindex::IdIndex;
 
 /// One live job: its latest snapshot with the changes recorded after it.
@@ -116,6 +116,9 @@ pub(super) struct LiveJobs {
     last_tube: u32,
     /// The highest bury sequence number seen.
     pub max_bury_seq: u64,
+    /// The bytes the live jobs' records take ([`job_record_len`]): what a
+    /// snapshot image of them holds.
+    record_bytes: u64,
 }
 
 impl LiveJobs {
@@ -125,6 +128,7 @@ impl LiveJobs {
             RecordRef::Job(job) => self.snapshot(&job, seq),
             RecordRef::Change(Record::Delete { id }) => {
                 if let Some(at) = self.index.remove(id) {
+                    self.record_bytes -= self.record_len(at);
                     self.jobs[at as usize].body_crlf = Box::default();
                     self.dead += 1;
                     if self.dead >= SWEEP_MIN && self.dead > self.index.len() {
@@ -147,14 +151,25 @@ impl LiveJobs {
             home: seq,
             body_crlf: body.into_boxed_slice(),
         };
+        self.record_bytes += job_record_len(job.tube.len(), job.body.len()) as u64;
         match self.index.get(job.fields.id) {
             // A later snapshot (compaction moved the job) replaces the earlier one.
-            Some(at) => self.jobs[at as usize] = entry,
+            Some(at) => {
+                self.record_bytes -= self.record_len(at);
+                self.jobs[at as usize] = entry;
+            }
             None => {
                 self.index.insert(job.fields.id, self.jobs.len() as u32);
                 self.jobs.push(entry);
             }
         }
+    }
+
+    /// The record length of the job at `at` in `jobs` (live).
+    fn record_len(&self, at: u32) -> u64 {
+        let job = &self.jobs[at as usize];
+        let tube = self.tubes.get(job.tube as usize).map_or(0, Vec::len);
+        job_record_len(tube, job.body().len()) as u64
     }
 
     /// A change to a job; one not (yet) known is ignored, because a later snapshot
@@ -230,6 +245,11 @@ impl LiveJobs {
     /// How many jobs are live.
     pub fn len(&self) -> usize {
         self.index.len()
+    }
+
+    /// The bytes of the live jobs' records, as a snapshot image holds them.
+    pub fn record_bytes(&self) -> u64 {
+        self.record_bytes
     }
 
     /// The live jobs in the order they first appeared, and the tube names they
@@ -421,6 +441,12 @@ mod tests {
                 seq += u64::from(*next_segment);
             }
             prop_assert_eq!(live.max_bury_seq, model.max_bury_seq);
+            let image: usize = model
+                .jobs
+                .values()
+                .map(|(job, _)| job_record_len(job.tube.len(), job.body.len()))
+                .sum();
+            prop_assert_eq!(live.record_bytes(), image as u64);
             let (mut jobs, tubes) = live.finish();
             jobs.sort_by_key(|j| j.fields.id);
             let got: Vec<(JobRecord, u64)> = jobs
