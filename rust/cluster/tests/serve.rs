@@ -6,7 +6,7 @@
 //! was lost rejoins empty, is sent a snapshot, and counts toward a majority
 //! again.
 
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::time::{Duration, Instant};
 
 use beanpole_cluster::node::{Node, NodeConfig};
@@ -148,6 +148,29 @@ fn a_leader_cut_off_from_a_majority_acknowledges_nothing_once_its_lease_is_over(
     Ok(())
 }
 
+/// 2,000-byte bodies computed per job, in pipelined batches of 50 (each one
+/// entry of about 100 KB).
+fn long_body(id: u32) -> String {
+    format!("{id}-").repeat(2000)[..2000].to_owned()
+}
+
+/// The jobs of the first 10 batches stay, then one in ten.
+fn turned_over(id: u32) -> bool {
+    id <= 500 || id % 10 == 0
+}
+
+const GROWING: Batches = Batches {
+    size: 50,
+    body_len: 2000,
+    body: long_body,
+    keep: every,
+};
+
+const TURNING: Batches = Batches {
+    keep: turned_over,
+    ..GROWING
+};
+
 #[test]
 fn snapshots_bound_the_log_in_memory_and_restarts_read_them() -> Result<(), Error> {
     let file = cluster_file(3)?;
@@ -168,39 +191,9 @@ fn snapshots_bound_the_log_in_memory_and_restarts_read_them() -> Result<(), Erro
     }
     let first = serving(&nodes)?;
     let mut client = Client::connect(nodes[first].as_ref().ok_or("leader")?.client_addr()?)?;
-    // Bodies computed per job, put in pipelined batches of 50 (each one entry
-    // of about 100 KB); the jobs `kept` does not keep are deleted after their
-    // batch.
-    let body = |id: u32| format!("{id}-").repeat(2000)[..2000].to_owned();
-    let batch = |client: &mut Client, next: u32, kept: &dyn Fn(u32) -> bool| -> Result<(), Error> {
-        let mut bytes = Vec::new();
-        for id in next..next + 50 {
-            let body = body(id);
-            bytes.extend_from_slice(format!("put 0 0 60 {}\r\n{body}\r\n", body.len()).as_bytes());
-        }
-        client.writer.write_all(&bytes)?;
-        for id in next..next + 50 {
-            let mut line = String::new();
-            client.reader.read_line(&mut line)?;
-            assert_eq!(line, format!("INSERTED {id}\r\n"));
-        }
-        let gone: Vec<u32> = (next..next + 50).filter(|&id| !kept(id)).collect();
-        let deletes: String = gone.iter().map(|id| format!("delete {id}\r\n")).collect();
-        client.writer.write_all(deletes.as_bytes())?;
-        for id in gone {
-            let mut line = String::new();
-            client.reader.read_line(&mut line)?;
-            assert_eq!(line, "DELETED\r\n", "delete {id}");
-        }
-        Ok(())
-    };
     // 1 MB of puts alone, four times the floor: a log that is all jobs, which
     // a snapshot would write again and drop nothing of, so none is made.
-    let mut next = 1;
-    for _ in 0..10 {
-        batch(&mut client, next, &|_| true)?;
-        next += 50;
-    }
+    let next = GROWING.put(&mut client, 1, 10)?;
     let leader_durable = nodes[first].as_ref().ok_or("leader")?.durable_index();
     wait_until(
         10,
@@ -217,12 +210,8 @@ fn snapshots_bound_the_log_in_memory_and_restarts_read_them() -> Result<(), Erro
     let built: Vec<u64> = nodes.iter().flatten().map(Node::snapshots_built).collect();
     assert_eq!(built, [0, 0, 0], "snapshots of a queue that only grew");
     // Then 4 MB more with nine jobs in ten deleted: mostly garbage.
-    let kept = |id: u32| id <= 500 || id % 10 == 0;
-    for _ in 0..40u32 {
-        batch(&mut client, next, &kept)?;
-        next += 50;
-    }
-    let expected = (1..next).filter(|&id| kept(id)).count();
+    let next = TURNING.put(&mut client, next, 40)?;
+    let expected = (1..next).filter(|&id| turned_over(id)).count();
     // Each node has made snapshots and its log in memory comes down to no
     // more than a snapshot waits for (over the floor, and twice the jobs
     // against the last image and the log: `node/snapshots.rs`), from over
