@@ -40,8 +40,8 @@ pub struct NodeConfig {
     /// past it the client gets `INTERNAL_ERROR` and its connection closes.
     pub commit_timeout: Duration,
     /// Snapshot when the log's records after the last snapshot are more than
-    /// this many bytes and more than half of them and that snapshot's image
-    /// would be dropped by a snapshot now (`snapshots.rs`).
+    /// this many bytes and, with that snapshot's image, more than half
+    /// garbage (`snapshots.rs`).
     pub snapshot_bytes: u64,
     /// The records' bytes of the Raft log kept in memory: older committed
     /// entries are read back from disk when a follower behind or a restart

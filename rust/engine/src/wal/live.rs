@@ -128,7 +128,7 @@ impl LiveJobs {
             RecordRef::Job(job) => self.snapshot(&job, seq),
             RecordRef::Change(Record::Delete { id }) => {
                 if let Some(at) = self.index.remove(id) {
-                    self.record_bytes -= self.record_len(at);
+                    self.record_bytes = self.record_bytes.saturating_sub(self.record_len(at));
                     self.jobs[at as usize].body_crlf = Box::default();
                     self.dead += 1;
                     if self.dead >= SWEEP_MIN && self.dead > self.index.len() {
@@ -155,7 +155,7 @@ impl LiveJobs {
         match self.index.get(job.fields.id) {
             // A later snapshot (compaction moved the job) replaces the earlier one.
             Some(at) => {
-                self.record_bytes -= self.record_len(at);
+                self.record_bytes = self.record_bytes.saturating_sub(self.record_len(at));
                 self.jobs[at as usize] = entry;
             }
             None => {
